@@ -1,0 +1,98 @@
+"""Shared fixtures for the integration tests: bounded subprocesses and the peers venv.
+
+The integration tests judge mcpsync with independent peers (the official MCP Python SDK) that live
+in their own virtualenv, ``.venv-peers``, built by ``scripts/peers-venv``. Nothing here skips: a
+missing peer is a broken test setup and must fail loudly, or CI would go green without testing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Below the tests' 120 s pytest-timeout, so a slow build fails with its own output rather than a
+# bare timeout. scripts/test builds the venv before pytest starts, so here it is normally ~1 s.
+PEERS_VENV_TIMEOUT = 100.0
+
+
+@dataclass(frozen=True)
+class Completed:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_bounded(args: list[str], timeout: float, **kwargs) -> Completed:
+    """Run ``args`` to completion in a new process group; on timeout kill the whole group and fail.
+
+    ``subprocess.run(timeout=...)`` kills only the direct child, which would leave a grandchild
+    (pip under a bash script, a server under a client) holding the pipes open.
+    """
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException as exc:
+        _kill_group(proc.pid)
+        try:
+            # A process outside the group (say a server the SDK started in its own session) may
+            # still hold a pipe; do not wait on it forever.
+            stdout, stderr = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = "<unavailable: pipe still held open>", "<unavailable: pipe still held open>"
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            raise
+        pytest.fail(
+            f"timed out after {timeout}s and was killed: {args}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+            pytrace=False,
+        )
+    return Completed(list(args), proc.returncode, stdout, stderr)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def bounded():
+    """The ``run_bounded`` helper, as a fixture (test modules cannot import a conftest reliably)."""
+    return run_bounded
+
+
+@pytest.fixture(scope="session")
+def peers_python() -> str:
+    """Path of the python in ``.venv-peers`` (the official MCP SDK installed), built if needed."""
+    result = run_bounded([str(REPO_ROOT / "scripts" / "peers-venv")], timeout=PEERS_VENV_TIMEOUT, cwd=REPO_ROOT)
+    if result.returncode != 0:
+        pytest.fail(
+            f"scripts/peers-venv failed with exit status {result.returncode}\n{result.stderr}", pytrace=False
+        )
+    lines = result.stdout.strip().splitlines()
+    python = lines[-1] if lines else ""
+    if not (python and os.access(python, os.X_OK)):
+        pytest.fail(f"scripts/peers-venv printed no usable python path: {result.stdout!r}", pytrace=False)
+    return python

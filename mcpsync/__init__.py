@@ -1,0 +1,50 @@
+"""mcpsync: a synchronous, thread-based Model Context Protocol server, gateway and client.
+
+No asyncio anywhere: build a `Server`, put `Service` objects with plain-function tools, prompts and
+resources on it, and serve it over stdio (both protocol eras on one connection).
+"""
+
+from __future__ import annotations
+
+import logging
+
+__version__ = "0.1.0"
+
+from .catalog.content import Audio as Audio  # noqa: E402
+from .catalog.content import Image as Image  # noqa: E402
+from .catalog.content import ToolError as ToolError  # noqa: E402
+from .catalog.content import ToolResult as ToolResult  # noqa: E402
+from .catalog.context import Context as Context  # noqa: E402
+from .catalog.service import Prompt as Prompt  # noqa: E402
+from .catalog.service import Resource as Resource  # noqa: E402
+from .catalog.service import ResourceTemplate as ResourceTemplate  # noqa: E402
+from .catalog.service import Service as Service  # noqa: E402
+from .catalog.service import Tool as Tool  # noqa: E402
+from .engine.interceptors import Call as Call  # noqa: E402
+from .engine.interceptors import Interceptor as Interceptor  # noqa: E402
+from .engine.interceptors import ToolCall as ToolCall  # noqa: E402
+from .protocol.jsonrpc import ErrorCode as ErrorCode  # noqa: E402
+from .protocol.jsonrpc import McpError as McpError  # noqa: E402
+from .server import Server as Server  # noqa: E402
+
+logging.getLogger("mcpsync").addHandler(logging.NullHandler())
+
+__all__ = [
+    "Audio",
+    "Call",
+    "Context",
+    "ErrorCode",
+    "Image",
+    "Interceptor",
+    "McpError",
+    "Prompt",
+    "Resource",
+    "ResourceTemplate",
+    "Server",
+    "Service",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolResult",
+    "__version__",
+]

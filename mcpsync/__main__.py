@@ -1,0 +1,6 @@
+"""`python -m mcpsync` is the `mcpsync` command."""
+
+from .cli import cli
+
+if __name__ == "__main__":
+    cli(prog_name="mcpsync")

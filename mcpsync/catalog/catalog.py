@@ -1,0 +1,189 @@
+"""The catalog: one immutable snapshot of everything served, swapped whole on every change.
+
+Strategy: requests read `catalog.snapshot` once and use it to the end, so a listing never sees half
+a change. Writers (add/remove a service, a service changing its own entries) rebuild the snapshot
+under a lock, swap it in, and only then tell the listeners which kinds changed: a client that
+re-lists on the notification sees the new data. Earlier services win name clashes, with a warning.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from ..protocol.jsonrpc import invalid_params
+from .service import Prompt, Resource, ResourceTemplate, Service, Tool
+
+log = logging.getLogger("mcpsync")
+
+KINDS = frozenset({"tools", "prompts", "resources"})
+ChangeListener = Callable[[frozenset[str]], None]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    tools: tuple[Tool, ...]
+    prompts: tuple[Prompt, ...]
+    resources: tuple[Resource, ...]
+    templates: tuple[ResourceTemplate, ...]
+    tool_index: dict[str, Tool]
+    prompt_index: dict[str, Prompt]
+    resource_index: dict[str, Resource]
+    instructions: str | None
+
+    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+        """The resource at `uri`, or the first template matching it with its variables."""
+        resource = self.resource_index.get(uri)
+        if resource is not None:
+            return resource, {}
+        for template in self.templates:
+            variables = template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    def find_template(self, uri_template: str) -> ResourceTemplate | None:
+        for template in self.templates:
+            if template.uri_template == uri_template:
+                return template
+        return None
+
+
+def _merge(groups: Iterable[tuple[str, Iterable[T]]], key: Callable[[T], str], kind: str) -> tuple[tuple[T, ...], dict[str, T]]:
+    index: dict[str, T] = {}
+    owner: dict[str, str] = {}
+    for service_name, entries in groups:
+        for entry in entries:
+            name = key(entry)
+            if name in index:
+                log.warning("%s %r of service %r is shadowed by service %r", kind, name, service_name, owner[name])
+                continue
+            index[name] = entry
+            owner[name] = service_name
+    return tuple(index.values()), index
+
+
+def build_snapshot(services: Sequence[Service]) -> Snapshot:
+    tools, tool_index = _merge(((s.name, s.tools) for s in services), lambda t: t.name, "tool")
+    prompts, prompt_index = _merge(((s.name, s.prompts) for s in services), lambda p: p.name, "prompt")
+    resources, resource_index = _merge(((s.name, s.resources) for s in services), lambda r: r.uri, "resource")
+    templates, _ = _merge(((s.name, s.templates) for s in services), lambda t: t.uri_template, "resource template")
+    instructions = "\n\n".join(s.instructions for s in services if s.instructions) or None
+    return Snapshot(tools, prompts, resources, templates, tool_index, prompt_index, resource_index, instructions)
+
+
+class Catalog:
+    """The services a server offers, as an atomically swapped snapshot plus change listeners."""
+
+    def __init__(self, services: Iterable[Service] = ()) -> None:
+        self._lock = threading.Lock()
+        self._services: list[Service] = []
+        self._listeners: list[ChangeListener] = []
+        for service in services:
+            self._attach(service)
+        self._snapshot = build_snapshot(self._services)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        return tuple(self._services)
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: ChangeListener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def add_service(self, service: Service) -> None:
+        with self._lock:
+            if any(existing is service for existing in self._services):
+                raise ValueError(f"service {service.name!r} is already served")
+            self._attach(service)
+        self._rebuild(self._kinds_of(service))
+
+    def remove_service(self, service: Service | str) -> Service:
+        with self._lock:
+            found = next((s for s in self._services if s is service or s.name == service), None)
+            if found is None:
+                raise KeyError(f"no service {service!r} is served")
+            self._services.remove(found)
+        found.remove_listener(self._service_changed)
+        self._rebuild(self._kinds_of(found))
+        return found
+
+    def refresh(self, kinds: Iterable[str] = KINDS) -> None:
+        """Rebuild and announce a change of `kinds`, e.g. after a service changed entries it computes."""
+        kinds = frozenset(kinds)
+        if not kinds <= KINDS:
+            raise ValueError(f"unknown kind(s) {sorted(kinds - KINDS)}; use {sorted(KINDS)}")
+        self._rebuild(kinds)
+
+    def _attach(self, service: Service) -> None:
+        self._services.append(service)
+        service.add_listener(self._service_changed)
+
+    def _service_changed(self, kinds: frozenset[str]) -> None:
+        self._rebuild(kinds)
+
+    @staticmethod
+    def _kinds_of(service: Service) -> frozenset[str]:
+        kinds = set()
+        if service.tools:
+            kinds.add("tools")
+        if service.prompts:
+            kinds.add("prompts")
+        if service.resources or service.templates:
+            kinds.add("resources")
+        return frozenset(kinds)
+
+    def _rebuild(self, kinds: frozenset[str]) -> None:
+        with self._lock:
+            self._snapshot = build_snapshot(self._services)
+            listeners = tuple(self._listeners)
+        if kinds:
+            for listener in listeners:
+                listener(kinds)
+
+
+# -- pagination -----------------------------------------------------------------------------------
+
+_CURSOR_PREFIX = "mcpsync:"
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{offset}".encode()).decode("ascii")
+
+
+def decode_cursor(cursor: Any) -> int:
+    """The offset an opaque cursor stands for; -32602 for anything we did not hand out."""
+    if not isinstance(cursor, str):
+        raise invalid_params("Invalid cursor: must be a string")
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+    except (binascii.Error, UnicodeError, ValueError):
+        raise invalid_params("Invalid cursor") from None
+    if not text.startswith(_CURSOR_PREFIX) or not text[len(_CURSOR_PREFIX) :].isdigit():
+        raise invalid_params("Invalid cursor")
+    return int(text[len(_CURSOR_PREFIX) :])
+
+
+def paginate(items: Sequence[T], params: dict[str, Any], page_size: int) -> tuple[Sequence[T], str | None]:
+    """One page of `items` for the request's `cursor`, and the cursor of the next page if any."""
+    cursor = params.get("cursor")
+    offset = 0 if cursor is None else decode_cursor(cursor)
+    if offset > len(items):
+        raise invalid_params("Invalid cursor: past the end of the list")
+    end = offset + page_size
+    return items[offset:end], (encode_cursor(end) if end < len(items) else None)

@@ -1,0 +1,1 @@
+"""The engine: meaning without I/O. One decoded request in, one typed outcome out."""

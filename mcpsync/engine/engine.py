@@ -1,0 +1,182 @@
+"""The engine: one decoded request, a session and a transport context in, one typed outcome out.
+
+Strategy: no threads, no I/O. `execute()` first decides the era of the request and checks it against
+the connection's era lock in the order BEHAVIOR.md fixes (envelope shape → transport headers →
+version → method → params → capabilities), then runs the interceptor chain around the domain
+operation, then dresses a modern result (`resultType`, `_meta` serverInfo, cache hints). Every
+failure leaves here as a `Failure` with a JSON-RPC error: `McpError` is the peer's fault and is
+answered as is; any other exception is a bug, logged with a correlation id and answered -32603.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Callable, Iterable
+
+from ..catalog.catalog import Catalog
+from ..catalog.service import Tool
+from ..protocol.jsonrpc import ErrorCode, McpError, Request, method_not_found
+from ..protocol.versions import (
+    META_SERVER_INFO,
+    Envelope,
+    Era,
+    check_modern_version,
+    claims_modern,
+    read_envelope,
+    unsupported_version,
+)
+from . import operations
+from .interceptors import Call, Interceptor, TransportInfo
+from .outcome import Failure, NoResponse, Outcome, Subscribed, Success
+from .session import Session
+
+log = logging.getLogger("mcpsync")
+
+HeaderCheck = Callable[[Request, Envelope], None]
+"""An HTTP transport's check of its headers against the body; raises -32020."""
+
+CACHEABLE_METHODS = frozenset(
+    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+)
+
+
+class Engine:
+    """Executes MCP requests against a catalog. Shared by every transport and connection."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        server_info: dict[str, Any],
+        *,
+        instructions: str | None = None,
+        interceptors: Iterable[Interceptor] = (),
+        tool_filter: Callable[[Tool], bool] | None = None,
+        page_size: int = 100,
+        ttl_ms: int = 0,
+        cache_scope: str = "private",
+    ) -> None:
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
+        if cache_scope not in ("public", "private"):
+            raise ValueError("cache_scope must be 'public' or 'private'")
+        self.catalog = catalog
+        self.server_info = dict(server_info)
+        self.instructions = instructions
+        self.interceptors = tuple(interceptors)
+        self.tool_filter = tool_filter
+        self.page_size = page_size
+        self.ttl_ms = ttl_ms
+        self.cache_scope = cache_scope
+
+    def is_era_distinctive(self, request: Request) -> bool:
+        """Requests the reader must finish before reading on while the era is unlocked."""
+        return request.method == "initialize" or claims_modern(request.params)
+
+    def execute(
+        self,
+        request: Request,
+        session: Session,
+        exchange: Any,
+        transport: TransportInfo,
+        header_check: HeaderCheck | None = None,
+    ) -> Outcome:
+        try:
+            call = self._classify(request, session, exchange, transport, header_check)
+        except McpError as exc:
+            return Failure(exc)
+        return self._run(call)
+
+    # -- era and envelope ------------------------------------------------------------------------
+    def _classify(
+        self,
+        request: Request,
+        session: Session,
+        exchange: Any,
+        transport: TransportInfo,
+        header_check: HeaderCheck | None,
+    ) -> Call:
+        method, params = request.method, request.params
+        modern = claims_modern(params)
+        if method == "initialize":
+            if modern:
+                raise McpError(ErrorCode.METHOD_NOT_FOUND, "Method not found: initialize does not exist in 2026-07-28", {"method": method})
+            if session.era is Era.MODERN:
+                raise unsupported_version(params.get("protocolVersion"))
+            return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
+        if modern or session.era is Era.MODERN:
+            if session.era is Era.HANDSHAKE:
+                raise McpError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Invalid Request: this connection serves the handshake protocol era; "
+                    "requests carrying the 2026-07-28 envelope are not accepted on it",
+                )
+            envelope = read_envelope(params)
+            if header_check is not None:
+                header_check(request, envelope)
+            check_modern_version(envelope.protocol_version)
+            if method not in operations.MODERN_METHODS:
+                raise method_not_found(method)
+            return Call(request, session, Era.MODERN, envelope, transport, exchange)
+        if "_meta" in params and type(params["_meta"]) is not dict:
+            raise McpError(ErrorCode.INVALID_PARAMS, "params._meta must be an object")
+        if method not in operations.HANDSHAKE_METHODS:
+            raise method_not_found(method)
+        return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
+
+    # -- interceptors and dispatch ---------------------------------------------------------------
+    def _run(self, call: Call) -> Outcome:
+        claimed = call.method == "initialize" and call.session.claim_initialize()
+        if call.method == "initialize" and not claimed:
+            outcome: Outcome = Failure(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: already initialized"))
+        else:
+            outcome = self._dispatch(call)
+        for interceptor in self.interceptors:
+            outcome = self._guard(lambda: interceptor.after_execute(call, outcome), call)
+        if claimed and not isinstance(outcome, Success):
+            call.session.release_initialize()
+        return outcome
+
+    def _dispatch(self, call: Call) -> Outcome:
+        try:
+            for interceptor in self.interceptors:
+                replacement = interceptor.before_execute(call)
+                if replacement is not None:
+                    return self._finish(call, replacement)
+            result = operations.OPERATIONS[call.method](self, call)
+        except McpError as exc:
+            return Failure(exc)
+        except Exception:
+            return Failure(self._internal_error(call))
+        if isinstance(result, (Subscribed, NoResponse)):
+            return result
+        return self._finish(call, result)
+
+    def _guard(self, hook: Callable[[], Outcome], call: Call) -> Outcome:
+        try:
+            return hook()
+        except McpError as exc:
+            return Failure(exc)
+        except Exception:
+            return Failure(self._internal_error(call))
+
+    def _internal_error(self, call: Call) -> McpError:
+        correlation = uuid.uuid4().hex[:12]
+        log.exception("internal error %s while serving %s (id %r)", correlation, call.method, call.request.id)
+        return McpError(ErrorCode.INTERNAL_ERROR, "Internal error", {"correlationId": correlation})
+
+    def _finish(self, call: Call, result: dict[str, Any]) -> Success:
+        if call.era is Era.MODERN:
+            return Success(self.dress_modern(call.method, result), Era.MODERN)
+        claims = Era.HANDSHAKE if call.method == "initialize" else None
+        return Success(result, claims)
+
+    def dress_modern(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+        """Add what every 2026-07-28 result carries: resultType, serverInfo, cache hints."""
+        result.setdefault("resultType", "complete")
+        meta = result.get("_meta")
+        result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {META_SERVER_INFO: self.server_info}
+        if method in CACHEABLE_METHODS and result["resultType"] == "complete":
+            result.setdefault("ttlMs", self.ttl_ms)
+            result.setdefault("cacheScope", self.cache_scope)
+        return result

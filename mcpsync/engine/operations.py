@@ -1,0 +1,339 @@
+"""The domain operations: one function per MCP method, each `(engine, call) -> result`.
+
+Strategy: operations see a classified `Call` (era and envelope already checked) and return the bare
+result dict; the engine adds the era's dressing. They raise `McpError` for the client's mistakes.
+Which methods exist in which era is the two tables at the bottom, and nothing else decides it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..catalog.catalog import paginate
+from ..catalog.context import Context
+from ..catalog.content import ToolError
+from ..catalog.service import Tool, completion_result, error_result, resource_not_found
+from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
+from ..protocol.versions import (
+    LOG_LEVEL_RANK,
+    LOG_LEVELS,
+    MODERN_VERSIONS,
+    Era,
+    negotiate_handshake,
+    version_at_least,
+)
+from .interceptors import Call, ToolCall
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+log = logging.getLogger("mcpsync")
+
+Operation = Callable[["Engine", Call], Any]
+
+
+# -- capabilities: what discover and initialize advertise ------------------------------------------
+
+def server_capabilities(engine: "Engine", call: Call) -> dict[str, Any]:
+    """The one place capabilities are decided, for both eras and every transport."""
+    list_changed = call.transport.supports_subscriptions if call.era is Era.MODERN else True
+    capabilities: dict[str, Any] = {
+        "tools": {"listChanged": list_changed},
+        "prompts": {"listChanged": list_changed},
+        "resources": {"listChanged": list_changed},
+        "completions": {},
+        "logging": {},
+    }
+    return capabilities
+
+
+# -- lifecycle ------------------------------------------------------------------------------------
+
+def initialize(engine: "Engine", call: Call) -> dict[str, Any]:
+    params = call.params
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str):
+        raise invalid_params("initialize: params.protocolVersion must be a string")
+    capabilities = params.get("capabilities", {})
+    if not isinstance(capabilities, dict):
+        raise invalid_params("initialize: params.capabilities must be an object")
+    client_info = params.get("clientInfo")
+    if client_info is not None and not isinstance(client_info, dict):
+        raise invalid_params("initialize: params.clientInfo must be an object")
+    version = negotiate_handshake(requested)
+    session = call.session
+    session.negotiated_version = version
+    session.client_capabilities = capabilities
+    session.client_info = client_info
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server_capabilities(engine, call),
+        "serverInfo": engine.server_info,
+    }
+    instructions = _instructions(engine)
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+def discover(engine: "Engine", call: Call) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": server_capabilities(engine, call),
+    }
+    instructions = _instructions(engine)
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+def _instructions(engine: "Engine") -> str | None:
+    return engine.instructions or engine.catalog.snapshot.instructions
+
+
+def ping(engine: "Engine", call: Call) -> dict[str, Any]:
+    return {}
+
+
+def set_log_level(engine: "Engine", call: Call) -> dict[str, Any]:
+    level = call.params.get("level")
+    if level not in LOG_LEVEL_RANK:
+        raise invalid_params(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
+    call.session.set_log_level(level)
+    return {}
+
+
+# -- the request context a function sees ----------------------------------------------------------
+
+def make_context(call: Call) -> Context:
+    meta = call.params.get("_meta")
+    progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if call.era is Era.MODERN:
+        envelope = call.envelope
+        assert envelope is not None
+        threshold = envelope.log_level
+        wants_log = (lambda level: LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[threshold]) if threshold else (lambda level: False)
+        capabilities, client_info = envelope.client_capabilities, envelope.client_info
+    else:
+        wants_log = call.session.wants_log
+        capabilities, client_info = call.session.client_capabilities, call.session.client_info
+    return Context(
+        request_id=call.request.id,
+        era=call.era,
+        protocol_version=call.protocol_version,
+        client_info=client_info,
+        client_capabilities=capabilities,
+        progress_token=progress_token,
+        notify=call.exchange.notify,
+        cancel_event=call.exchange.cancel_event,
+        wants_log=wants_log,
+    )
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+def _visible_tools(engine: "Engine") -> tuple[Tool, ...]:
+    tools = engine.catalog.snapshot.tools
+    if engine.tool_filter is None:
+        return tools
+    return tuple(tool for tool in tools if engine.tool_filter(tool))
+
+
+def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
+    wire = tool.definition()
+    if not version_at_least(version, "2025-06-18"):
+        for key in ("outputSchema", "title"):
+            wire.pop(key, None)
+    if not version_at_least(version, "2025-03-26"):
+        wire.pop("annotations", None)
+    return wire
+
+
+def list_tools(engine: "Engine", call: Call) -> dict[str, Any]:
+    page, next_cursor = paginate(_visible_tools(engine), call.params, engine.page_size)
+    version = call.protocol_version
+    result: dict[str, Any] = {"tools": [_tool_definition(tool, version) for tool in page]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
+    name = call.params.get("name")
+    if not isinstance(name, str):
+        raise invalid_params("tools/call: params.name must be a string")
+    arguments = call.params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        raise invalid_params("tools/call: params.arguments must be an object")
+    tool = engine.catalog.snapshot.tool_index.get(name)
+    if tool is None or (engine.tool_filter is not None and not engine.tool_filter(tool)):
+        raise invalid_params(f"Unknown tool: {name}", {"name": name})
+    tool.validate(arguments)
+    tool_call = ToolCall(name, arguments, make_context(call), call)
+    result = _chain(engine, tool)(tool_call)
+    if not version_at_least(call.protocol_version, "2025-06-18"):
+        result.pop("structuredContent", None)
+    return result
+
+
+def _chain(engine: "Engine", tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
+    def innermost(tool_call: ToolCall) -> dict[str, Any]:
+        if tool_call.arguments is not tool_call.call.params.get("arguments"):
+            tool.validate(tool_call.arguments)  # an interceptor replaced them: check again
+        return _run_tool(tool, tool_call)
+
+    proceed = innermost
+    for interceptor in reversed(engine.interceptors):
+        proceed = _wrap(interceptor, proceed)
+    return proceed
+
+
+def _wrap(interceptor: Any, proceed: Callable[[ToolCall], dict[str, Any]]) -> Callable[[ToolCall], dict[str, Any]]:
+    return lambda tool_call: interceptor.around_tool_call(tool_call, proceed)
+
+
+def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
+    try:
+        return tool.to_result(tool.invoke(tool_call.arguments, tool_call.context))
+    except McpError:
+        raise
+    except ToolError as exc:
+        return error_result(str(exc) or f"Tool '{tool.name}' failed")
+    except Exception as exc:
+        log.exception("tool %r raised", tool.name)
+        return error_result(f"Error executing tool '{tool.name}': {type(exc).__name__}: {exc}")
+
+
+# -- prompts --------------------------------------------------------------------------------------
+
+def list_prompts(engine: "Engine", call: Call) -> dict[str, Any]:
+    page, next_cursor = paginate(engine.catalog.snapshot.prompts, call.params, engine.page_size)
+    result: dict[str, Any] = {"prompts": [prompt.definition() for prompt in page]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
+    name = call.params.get("name")
+    if not isinstance(name, str):
+        raise invalid_params("prompts/get: params.name must be a string")
+    arguments = call.params.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        raise invalid_params("prompts/get: params.arguments must be an object")
+    prompt = engine.catalog.snapshot.prompt_index.get(name)
+    if prompt is None:
+        raise invalid_params(f"Unknown prompt: {name}", {"name": name})
+    try:
+        return prompt.get(arguments, make_context(call))
+    except McpError:
+        raise
+    except Exception as exc:
+        log.exception("prompt %r raised", name)
+        raise McpError(ErrorCode.INTERNAL_ERROR, f"Prompt '{name}' failed: {type(exc).__name__}") from exc
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+def list_resources(engine: "Engine", call: Call) -> dict[str, Any]:
+    page, next_cursor = paginate(engine.catalog.snapshot.resources, call.params, engine.page_size)
+    result: dict[str, Any] = {"resources": [resource.definition() for resource in page]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+def list_resource_templates(engine: "Engine", call: Call) -> dict[str, Any]:
+    page, next_cursor = paginate(engine.catalog.snapshot.templates, call.params, engine.page_size)
+    result: dict[str, Any] = {"resourceTemplates": [template.definition() for template in page]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
+    uri = call.params.get("uri")
+    if not isinstance(uri, str):
+        raise invalid_params("resources/read: params.uri must be a string")
+    found = engine.catalog.snapshot.find_resource(uri)
+    if found is None:
+        raise resource_not_found(uri, modern=call.era is Era.MODERN)
+    entry, variables = found
+    ctx = make_context(call)
+    try:
+        contents = entry.read(uri, variables, ctx)
+    except McpError:
+        raise
+    except Exception as exc:
+        log.exception("resource %r raised", uri)
+        raise McpError(ErrorCode.INTERNAL_ERROR, f"Reading resource failed: {type(exc).__name__}", {"uri": uri}) from exc
+    return {"contents": contents}
+
+
+# -- completion -----------------------------------------------------------------------------------
+
+def complete(engine: "Engine", call: Call) -> dict[str, Any]:
+    params = call.params
+    ref, argument = params.get("ref"), params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise invalid_params("completion/complete: params.ref and params.argument must be objects")
+    arg_name, value = argument.get("name"), argument.get("value", "")
+    if not isinstance(arg_name, str) or not isinstance(value, str):
+        raise invalid_params("completion/complete: argument.name and argument.value must be strings")
+    context = params.get("context") or {}
+    given = context.get("arguments") or {} if isinstance(context, dict) else {}
+    snapshot = engine.catalog.snapshot
+    if ref.get("type") == "ref/prompt":
+        prompt = snapshot.prompt_index.get(ref.get("name"))  # type: ignore[arg-type]
+        if prompt is None:
+            raise invalid_params(f"Unknown prompt: {ref.get('name')}")
+        if arg_name not in {arg.name for arg in prompt.arguments}:
+            raise invalid_params(f"Prompt '{prompt.name}' has no argument '{arg_name}'")
+        return completion_result(prompt.completions.get(arg_name), value, given)
+    if ref.get("type") == "ref/resource":
+        uri = ref.get("uri")
+        template = snapshot.find_template(uri) if isinstance(uri, str) else None
+        if template is None:
+            if isinstance(uri, str) and uri in snapshot.resource_index:
+                return completion_result(None, value, given)
+            raise invalid_params(f"Unknown resource template: {uri}")
+        if arg_name not in template.variables:
+            raise invalid_params(f"Resource template '{uri}' has no variable '{arg_name}'")
+        return completion_result(template.completions.get(arg_name), value, given)
+    raise invalid_params("completion/complete: ref.type must be 'ref/prompt' or 'ref/resource'")
+
+
+# -- which methods exist in which era -------------------------------------------------------------
+
+OPERATIONS: dict[str, Operation] = {
+    "initialize": initialize,
+    "ping": ping,
+    "logging/setLevel": set_log_level,
+    "server/discover": discover,
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "resources/list": list_resources,
+    "resources/templates/list": list_resource_templates,
+    "resources/read": read_resource,
+    "completion/complete": complete,
+}
+
+_COMMON = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+HANDSHAKE_METHODS = _COMMON | {"initialize", "ping", "logging/setLevel"}
+MODERN_METHODS = _COMMON | {"server/discover"}

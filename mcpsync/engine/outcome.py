@@ -1,0 +1,41 @@
+"""What one execution produced, as a value the transport matches on (never `None`).
+
+Strategy: the transport encodes a `Success` or `Failure` as the response, registers a `Subscribed`
+and writes its acknowledgement, and stays silent for a `NoResponse`. `claims` tells the transport
+which era to lock once the result has been written (the lock point of BEHAVIOR.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from ..protocol.jsonrpc import McpError
+from ..protocol.versions import Era
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    result: dict[str, Any]
+    claims: Era | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    error: McpError
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """An accepted `subscriptions/listen`: the transport writes the ack and owns the subscription."""
+
+    request_id: Any
+    accepted: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NoResponse:
+    reason: str
+
+
+Outcome = Union[Success, Failure, Subscribed, NoResponse]

@@ -1,0 +1,67 @@
+"""Per-connection protocol state: the era lock and what the handshake negotiated.
+
+Strategy: the era moves once, from unlocked to handshake or modern, and only when a transport has
+*written* the successful result of an era-distinctive request (`commit_era`). A failed probe leaves
+the connection unlocked so the client can fall back. Everything here is guarded by one small lock
+because workers and the reader thread both read it; the engine never blocks on it for long.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..protocol.versions import LOG_LEVEL_RANK, Era
+
+
+class Session:
+    """What one connection has established. HTTP handshake sessions and stdio connections each own one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._era: Era | None = None
+        self._initialize_claimed = False
+        self.negotiated_version: str | None = None
+        self.client_capabilities: dict[str, Any] = {}
+        self.client_info: dict[str, Any] | None = None
+        self._log_threshold: int | None = None  # None: every level (no logging/setLevel yet)
+        self._initialized = False
+
+    @property
+    def era(self) -> Era | None:
+        """The locked era, or None while the connection is still unlocked."""
+        return self._era
+
+    @property
+    def initialized(self) -> bool:
+        """True once the `initialize` result has been written: untagged notifications may flow."""
+        return self._initialized
+
+    def claim_initialize(self) -> bool:
+        """Reserve the one `initialize` of this connection; False if one already ran or is running."""
+        with self._lock:
+            if self._initialize_claimed:
+                return False
+            self._initialize_claimed = True
+            return True
+
+    def release_initialize(self) -> None:
+        """An `initialize` failed before its result was written: another may be tried."""
+        with self._lock:
+            self._initialize_claimed = False
+
+    def commit_era(self, era: Era) -> None:
+        """Lock the era (first success wins); for the handshake era also open the notification gate."""
+        with self._lock:
+            if self._era is None:
+                self._era = era
+            if era is Era.HANDSHAKE and self._era is Era.HANDSHAKE:
+                self._initialized = True
+
+    def set_log_level(self, level: str) -> None:
+        with self._lock:
+            self._log_threshold = LOG_LEVEL_RANK[level]
+
+    def wants_log(self, level: str) -> bool:
+        threshold = self._log_threshold
+        return threshold is None or LOG_LEVEL_RANK[level] >= threshold

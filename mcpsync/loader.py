@@ -1,0 +1,97 @@
+"""Finding the user's `Server` or `Service` from a command-line target.
+
+Strategy: a target is `path/to/file.py`, `package.module`, either followed by `:attr`. The attribute
+may be a `Server`, a `Service`, or a no-argument factory returning one. Without `:attr`, the module
+must hold exactly one `Server` (or, failing that, exactly one `Service`) at top level. Every failure
+is a `TargetError` that says what was looked for and where.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from types import ModuleType
+from typing import Union
+
+from .catalog.service import Service
+from .server import Server
+
+Servable = Union[Server, Service]
+
+
+class TargetError(Exception):
+    """The command-line target could not be loaded or is not a Server or Service."""
+
+
+def load_target(target: str) -> Servable:
+    module_part, _, attr = target.partition(":") if not _is_windows_drive(target) else (target, "", "")
+    module = _load_module(module_part)
+    if attr:
+        return _resolve_attr(module, attr, target)
+    return _find_single(module, target)
+
+
+def _is_windows_drive(target: str) -> bool:
+    return len(target) > 2 and target[1] == ":" and target[2] in "\\/"
+
+
+def _load_module(spec: str) -> ModuleType:
+    if spec.endswith(".py") or os.sep in spec or "/" in spec:
+        path = os.path.abspath(spec)
+        if not os.path.isfile(path):
+            raise TargetError(f"no such file: {spec}")
+        name = "_mcpsync_target_" + os.path.splitext(os.path.basename(path))[0]
+        file_spec = importlib.util.spec_from_file_location(name, path)
+        if file_spec is None or file_spec.loader is None:
+            raise TargetError(f"cannot import {spec}")
+        module = importlib.util.module_from_spec(file_spec)
+        sys.modules[name] = module
+        directory = os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)  # so the file can import its neighbours
+        _execute(lambda: file_spec.loader.exec_module(module), spec)  # type: ignore[union-attr]
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return _execute(lambda: importlib.import_module(spec), spec)
+
+
+def _execute(load, spec: str):  # type: ignore[no-untyped-def]
+    try:
+        return load()
+    except ModuleNotFoundError as exc:
+        raise TargetError(f"cannot import {spec}: {exc}") from exc
+    except Exception as exc:
+        raise TargetError(f"importing {spec} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _resolve_attr(module: ModuleType, attr: str, target: str) -> Servable:
+    value: object = module
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise TargetError(f"{target}: {module.__name__} has no attribute {attr!r}")
+        value = getattr(value, part)
+    if isinstance(value, (Server, Service)):
+        return value
+    if callable(value):
+        try:
+            produced = value()
+        except Exception as exc:
+            raise TargetError(f"{target}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
+        if isinstance(produced, (Server, Service)):
+            return produced
+        raise TargetError(f"{target}: {attr}() returned {type(produced).__name__}, not a Server or Service")
+    raise TargetError(f"{target}: {attr} is a {type(value).__name__}, not a Server or Service")
+
+
+def _find_single(module: ModuleType, target: str) -> Servable:
+    for kind in (Server, Service):
+        found = {id(v): (k, v) for k, v in vars(module).items() if isinstance(v, kind)}
+        if len(found) == 1:
+            return next(iter(found.values()))[1]
+        if len(found) > 1:
+            names = ", ".join(sorted(k for k, _ in found.values()))
+            raise TargetError(f"{target} defines several {kind.__name__} objects ({names}); name one as {target}:NAME")
+    raise TargetError(f"{target} defines no Server or Service at top level; name one as {target}:NAME")

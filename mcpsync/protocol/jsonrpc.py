@@ -1,0 +1,193 @@
+"""JSON-RPC 2.0 frames for MCP: decode once, encode compactly.
+
+Strategy: `decode()` is the only place where raw bytes become typed messages. It never raises: a
+frame that cannot be served becomes an `Invalid` carrying the error to answer with (or none, for a
+broken notification, which is never answered). Nothing downstream re-validates the envelope.
+`encode()` produces one compact UTF-8 line ending in `\\n` and raises `EncodeError` for values JSON
+cannot carry (NaN, infinities), so the caller can answer with an internal error instead.
+
+Ids keep their JSON type: `7` and `"7"` are different ids. Python's `True` is an `int`, so bools are
+rejected before ints.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import ujson
+
+RequestId = Union[str, int]
+
+
+class ErrorCode(enum.IntEnum):
+    """The JSON-RPC and MCP error codes mcpsync emits."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    RESOURCE_NOT_FOUND = -32002  # handshake era only
+    HEADER_MISMATCH = -32020  # 2026-07-28, HTTP only
+    MISSING_CLIENT_CAPABILITY = -32021  # 2026-07-28
+    UNSUPPORTED_PROTOCOL_VERSION = -32022  # 2026-07-28
+
+
+class McpError(Exception):
+    """A protocol-level failure that is answered to the peer as a JSON-RPC error.
+
+    Raised anywhere below the engine when the *peer* got something wrong (or when a handler wants
+    the client to see a specific JSON-RPC error); the engine turns it into the error response.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = int(code)
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    def __repr__(self) -> str:
+        return f"McpError({self.code}, {self.message!r}, data={self.data!r})"
+
+
+def invalid_params(message: str, data: Any = None) -> McpError:
+    return McpError(ErrorCode.INVALID_PARAMS, message, data)
+
+
+def method_not_found(method: str) -> McpError:
+    return McpError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A response from the peer to a request we sent (handshake-era server-to-client requests)."""
+
+    id: RequestId
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A frame that cannot be served. `answer_id` is the id to answer with (None → `"id": null`);
+    `answer` is False for broken notifications, which are never answered."""
+
+    error: McpError
+    answer_id: RequestId | None = None
+    answer: bool = True
+
+
+Message = Union[Request, Notification, Response, Invalid]
+
+
+def is_request_id(value: object) -> bool:
+    """True for a usable request id: a string or an integer, never a bool, float or null."""
+    return type(value) is str or type(value) is int
+
+
+def decode(line: bytes) -> Message:
+    """Turn one line (without its newline) into a typed message. Never raises."""
+    try:
+        obj = ujson.loads(line.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError, OverflowError):
+        return Invalid(McpError(ErrorCode.PARSE_ERROR, "Parse error"))
+    if type(obj) is not dict:
+        kind = "batch arrays are not supported" if type(obj) is list else "a message must be a JSON object"
+        return Invalid(McpError(ErrorCode.INVALID_REQUEST, f"Invalid Request: {kind}"))
+    return decode_object(obj)
+
+
+def decode_object(obj: dict[str, Any]) -> Message:
+    """Classify an already parsed JSON object (shared by stdio and HTTP bodies)."""
+    has_id = "id" in obj
+    msg_id = obj.get("id")
+    method = obj.get("method")
+    if method is None and "method" not in obj:
+        if has_id and ("result" in obj or "error" in obj):
+            return _decode_response(obj, msg_id)
+        return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: neither a request, a notification nor a response"))
+    if has_id:
+        if not is_request_id(msg_id):
+            return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
+        problem = _envelope_problem(obj, method)
+        if problem is not None:
+            return Invalid(problem, answer_id=msg_id)
+        params = obj.get("params")
+        return Request(msg_id, method, {} if params is None else params)
+    problem = _envelope_problem(obj, method)
+    if problem is not None:
+        return Invalid(problem, answer=False)
+    params = obj.get("params")
+    return Notification(method, {} if params is None else params)
+
+
+def _envelope_problem(obj: dict[str, Any], method: object) -> McpError | None:
+    if obj.get("jsonrpc") != "2.0":
+        return McpError(ErrorCode.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+    if type(method) is not str:
+        return McpError(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" must be a string')
+    params = obj.get("params")
+    if params is not None and type(params) is not dict:
+        return McpError(ErrorCode.INVALID_PARAMS, 'Invalid params: "params" must be an object')
+    return None
+
+
+def _decode_response(obj: dict[str, Any], msg_id: object) -> Message:
+    if not is_request_id(msg_id) or obj.get("jsonrpc") != "2.0":
+        return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: malformed response"), answer=False)
+    error = obj.get("error")
+    if error is not None and type(error) is not dict:
+        return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: malformed error"), answer=False)
+    return Response(msg_id, obj.get("result"), error)
+
+
+class EncodeError(ValueError):
+    """A value that JSON cannot carry (NaN, an infinity, an unknown type) was about to be sent."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One compact JSON line, UTF-8, ending in a single `\\n`."""
+    try:
+        text = ujson.dumps(message, ensure_ascii=False, escape_forward_slashes=False, allow_nan=False)
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # lone surrogates: keep them, escaped, rather than fail the message
+        text = ujson.dumps(message, ensure_ascii=True, escape_forward_slashes=False, allow_nan=False)
+        return text.encode("ascii") + b"\n"
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise EncodeError(str(exc)) from exc
+
+
+def result_frame(request_id: RequestId, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_frame(request_id: RequestId | None, error: McpError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error()}
+
+
+def notification_frame(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        frame["params"] = params
+    return frame

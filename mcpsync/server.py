@@ -1,0 +1,233 @@
+"""The `Server`: what an application builds, fills with services and serves.
+
+Strategy: a thin face over the catalog (what is served), the engine (what requests mean) and the
+transports (how bytes move). It owns every transport it starts and stops them in `shutdown()`. It
+starts no thread of its own: `serve_stdio()` runs the reader on the calling thread, `start_stdio()`
+on one named thread the stdio transport owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Iterable
+
+from . import __version__
+from .catalog.catalog import Catalog
+from .catalog.service import Service, Tool
+from .engine.engine import Engine
+from .engine.interceptors import Interceptor
+from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
+
+log = logging.getLogger("mcpsync")
+
+
+class Server:
+    """An MCP server for both protocol eras.
+
+    Args:
+        name, version, title: what the server reports about itself (`serverInfo`).
+        services: the services to serve from the start (more can be added later).
+        instructions: guidance for the model; defaults to the services' instructions, joined.
+        interceptors: hooks around every request and tool call (see `Interceptor`).
+        tool_filter: a predicate; tools it rejects are neither listed nor callable.
+        page_size: entries per page of every list method.
+        workers: threads running requests concurrently on each stdio connection.
+        max_frame_bytes: the longest stdio line accepted (longer ones are answered -32600).
+        ttl_ms, cache_scope: the cache hints of 2026-07-28 list results.
+        shutdown_timeout: how long `shutdown()` waits for running requests.
+        drain_timeout: how long end of input waits for running requests.
+    """
+
+    def __init__(
+        self,
+        name: str = "mcpsync",
+        version: str = __version__,
+        *,
+        title: str | None = None,
+        services: Iterable[Service] = (),
+        instructions: str | None = None,
+        interceptors: Iterable[Interceptor] = (),
+        tool_filter: Callable[[Tool], bool] | None = None,
+        page_size: int = 100,
+        workers: int = 16,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        ttl_ms: int = 0,
+        cache_scope: str = "private",
+        shutdown_timeout: float = 5.0,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        server_info: dict[str, Any] = {"name": name, "version": version}
+        if title:
+            server_info["title"] = title
+        self.catalog = Catalog(services)
+        self.engine = Engine(
+            self.catalog,
+            server_info,
+            instructions=instructions,
+            interceptors=interceptors,
+            tool_filter=tool_filter,
+            page_size=page_size,
+            ttl_ms=ttl_ms,
+            cache_scope=cache_scope,
+        )
+        self.workers = workers
+        self.max_frame_bytes = max_frame_bytes
+        self.shutdown_timeout = shutdown_timeout
+        self.drain_timeout = drain_timeout
+        self._lock = threading.Lock()
+        self._transports: list[StdioServer] = []
+        self.catalog.add_listener(self._publish)
+
+    @property
+    def name(self) -> str:
+        return self.engine.server_info["name"]
+
+    # -- the catalog ----------------------------------------------------------------------------
+    def add_service(self, service: Service) -> None:
+        """Serve another service; connected clients are told about the new entries."""
+        self.catalog.add_service(service)
+
+    def remove_service(self, service: Service | str) -> Service:
+        """Stop serving a service (by object or name); connected clients are told."""
+        return self.catalog.remove_service(service)
+
+    def refresh_tools(self) -> None:
+        """Announce that the tool list changed (e.g. a tool filter's answer changed)."""
+        self.catalog.refresh({"tools"})
+
+    def refresh_prompts(self) -> None:
+        self.catalog.refresh({"prompts"})
+
+    def refresh_resources(self) -> None:
+        self.catalog.refresh({"resources"})
+
+    def _publish(self, kinds: frozenset[str]) -> None:
+        with self._lock:
+            transports = tuple(self._transports)
+        for transport in transports:
+            transport.publish_list_changed(kinds)
+
+    # -- stdio ----------------------------------------------------------------------------------
+    def serve_stdio(self) -> None:
+        """Serve this process's stdin/stdout until end of input or `shutdown()`; blocks.
+
+        While serving, fd 1 points at stderr and fd 0 at /dev/null, so a stray `print()` cannot
+        corrupt the wire; SIGTERM and SIGINT shut down gracefully when called on the main thread.
+        """
+        isolation = _StdioIsolation()
+        transport = self.serve_fds(isolation.wire_in, isolation.wire_out, on_stopped=isolation.restore, start=False)
+        with _graceful_signals(transport):
+            transport.serve()
+
+    def start_stdio(self) -> "Server":
+        """Serve this process's stdin/stdout on a background thread and return at once."""
+        isolation = _StdioIsolation()
+        self.serve_fds(isolation.wire_in, isolation.wire_out, on_stopped=isolation.restore)
+        return self
+
+    def serve_fds(
+        self,
+        read_fd: int,
+        write_fd: int,
+        *,
+        on_stopped: Callable[[], None] | None = None,
+        start: bool = True,
+    ) -> StdioServer:
+        """Serve newline-delimited JSON-RPC on any pair of file descriptors (pipes, sockets).
+
+        With `start=True` the transport runs on its own thread; otherwise call its `serve()`.
+        The descriptors stay the caller's to close.
+        """
+        def stopped() -> None:
+            with self._lock:
+                if transport in self._transports:
+                    self._transports.remove(transport)
+            if on_stopped is not None:
+                on_stopped()
+
+        transport = StdioServer(
+            self.engine,
+            read_fd,
+            write_fd,
+            workers=self.workers,
+            max_frame_bytes=self.max_frame_bytes,
+            drain_timeout=self.drain_timeout,
+            shutdown_timeout=self.shutdown_timeout,
+            on_stopped=stopped,
+        )
+        with self._lock:
+            self._transports.append(transport)
+        if start:
+            transport.start()
+        return transport
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop every transport gracefully; safe from any thread. True if all stopped in time."""
+        with self._lock:
+            transports = tuple(self._transports)
+        return all([transport.shutdown(timeout) for transport in transports])
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+
+class _StdioIsolation:
+    """Private duplicates of fds 0 and 1 for the wire; fd 0 → /dev/null and fd 1 → stderr meanwhile."""
+
+    def __init__(self) -> None:
+        for stream in (sys.stdout, sys.__stdout__):
+            if stream is not None:
+                stream.flush()
+        self.wire_in = os.dup(0)
+        self.wire_out = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(devnull, 0)
+            os.dup2(2, 1)
+        finally:
+            os.close(devnull)
+        self._restored = False
+
+    def restore(self) -> None:
+        if self._restored:
+            return
+        self._restored = True
+        for stream in (sys.stdout, sys.__stdout__):
+            if stream is not None:
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+        os.dup2(self.wire_in, 0)
+        os.dup2(self.wire_out, 1)
+        os.close(self.wire_in)
+        os.close(self.wire_out)
+
+
+class _graceful_signals:
+    """SIGTERM and SIGINT ask the transport to shut down (main thread only; restored on exit)."""
+
+    def __init__(self, transport: StdioServer) -> None:
+        self._transport = transport
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        log.info("received %s; shutting down", signal.Signals(signum).name)
+        self._transport.request_shutdown()
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,320 @@
+"""The stdio transport: a reader thread, an executor, one output lock.
+
+Strategy (ARCHITECTURE.md's threading contract):
+1. Only the reader reads the wire. It decodes each frame once, answers broken frames, handles
+   `notifications/cancelled` inline, and submits every request to the executor.
+2. While the era is unlocked, the reader waits for `initialize` and other era-distinctive requests to
+   finish before it reads the next frame, so no pipelined frame can race the era lock.
+3. Every write happens under the output lock, after serializing outside it. A request's completion
+   (leaving the in-flight table, committing the era) happens in the same critical section as its
+   response, and list-change notifications take the lock once for all their copies.
+4. End of input lets in-flight requests finish (bounded by `drain_timeout`) and returns. `shutdown()`
+   (any thread, or SIGTERM/SIGINT through `request_shutdown`) tells running tools they are cancelled,
+   waits at most `shutdown_timeout` for them, and returns. Either way every thread started here is
+   stopped or reported.
+
+The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninterruptible read, so
+`shutdown()` can always reach it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import select
+import threading
+import time
+from typing import Any, Callable
+
+from ..engine.engine import Engine
+from ..engine.interceptors import TransportInfo
+from ..engine.outcome import Failure, NoResponse, Outcome, Success
+from ..engine.session import Session
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ._frames import TOO_LARGE, FrameSplitter
+from ._output import Output
+
+log = logging.getLogger("mcpsync")
+
+STDIO = TransportInfo("stdio", supports_subscriptions=False)
+READ_CHUNK = 1 << 16
+DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
+# How long the reader waits for one era-distinctive request before it checks for shutdown again.
+_BLOCKING_WAIT_SLICE = 60.0
+
+
+class _Exchange:
+    """One in-flight request: its cancellation and its request-scoped notifications."""
+
+    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_output")
+
+    def __init__(self, request_id: Any, method: str, output: Output) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.cancel_event = threading.Event()
+        self.cancelled_by_client = False
+        self.done = False
+        self.future: concurrent.futures.Future[None] | None = None
+        self._output = output
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))
+        with self._output.lock:
+            if not (self.done or self.cancelled_by_client):
+                self._output.write_locked(frame)
+
+
+class StdioServer:
+    """Serves one engine over a pair of file descriptors (newline-delimited JSON-RPC)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        read_fd: int,
+        write_fd: int,
+        *,
+        workers: int = 16,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        drain_timeout: float = 30.0,
+        shutdown_timeout: float = 5.0,
+        on_stopped: Callable[[], None] | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self._engine = engine
+        self._read_fd = read_fd
+        self._session = Session()
+        self._output = Output(write_fd, self.request_shutdown)
+        self._splitter = FrameSplitter(max_frame_bytes)
+        self._workers = workers
+        self._drain_timeout = drain_timeout
+        self._shutdown_timeout = shutdown_timeout
+        self._inflight: dict[Any, _Exchange] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._on_stopped = on_stopped
+        self._stop_requested = threading.Event()
+        self._stopped = threading.Event()
+        self._started = False
+        self._thread: threading.Thread | None = None
+        self._state_lock = threading.RLock()
+        self._wake_closed = False
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    # -- running ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Serve on a background thread (`mcpsync-stdio-reader`) and return at once."""
+        self._claim_start()
+        self._thread = threading.Thread(target=self._serve, name="mcpsync-stdio-reader")
+        self._thread.start()
+
+    def serve(self) -> None:
+        """Serve on the calling thread until end of input or shutdown."""
+        self._claim_start()
+        self._serve()
+
+    def request_shutdown(self) -> None:
+        """Ask for a graceful shutdown without waiting; safe from signal handlers and any thread."""
+        self._stop_requested.set()
+        with self._state_lock:  # re-entrant: a signal handler may interrupt this very thread
+            if not self._wake_closed:
+                try:
+                    os.write(self._wake_w, b"x")
+                except OSError:
+                    pass  # the pipe is full: the reader has been woken already
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Graceful shutdown from any thread; returns True once everything has stopped."""
+        self.request_shutdown()
+        if not self._started or (self._thread is not None and self._thread is threading.current_thread()):
+            return self._stopped.is_set()
+        budget = (timeout if timeout is not None else self._shutdown_timeout) + 1.0
+        stopped = self._stopped.wait(budget)
+        if self._thread is not None:
+            self._thread.join(max(0.0, budget))
+        return stopped
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until serving has ended; True if it has."""
+        return self._stopped.wait(timeout)
+
+    def _claim_start(self) -> None:
+        with self._state_lock:
+            if self._started:
+                raise RuntimeError("this StdioServer has already been started")
+            self._started = True
+        self._executor = concurrent.futures.ThreadPoolExecutor(self._workers, thread_name_prefix="mcpsync-worker")
+
+    # -- the reader ------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        graceful = False
+        try:
+            graceful = self._read_loop()
+        except Exception:
+            log.exception("stdio reader failed; shutting down")
+            graceful = True
+        finally:
+            self._close(graceful)
+
+    def _read_loop(self) -> bool:
+        """Read until end of input (returns False) or a shutdown request (returns True)."""
+        poller = select.poll()
+        poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._stop_requested.is_set():
+            poller.poll()
+            if self._stop_requested.is_set():
+                return True
+            try:
+                data = os.read(self._read_fd, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                log.info("input closed (%s)", exc.strerror or exc)
+                data = b""
+            if not data:
+                for frame in self._splitter.finish():
+                    self._handle_frame(frame)
+                return self._stop_requested.is_set()
+            for frame in self._splitter.feed(data):
+                self._handle_frame(frame)
+                if self._stop_requested.is_set():
+                    return True
+        return True
+
+    def _handle_frame(self, frame: object) -> None:
+        if frame is TOO_LARGE:
+            self._send(jsonrpc.error_frame(None, McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: frame too large")))
+            return
+        message = jsonrpc.decode(frame)  # type: ignore[arg-type]
+        if isinstance(message, Request):
+            self._accept_request(message)
+        elif isinstance(message, Notification):
+            self._handle_notification(message)
+        elif isinstance(message, Invalid):
+            if message.answer:
+                self._send(jsonrpc.error_frame(message.answer_id, message.error))
+        elif isinstance(message, Response):
+            log.debug("ignoring a response to id %r: this server sent no request", message.id)
+
+    def _accept_request(self, request: Request) -> None:
+        if request.id in self._inflight:
+            error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
+            self._send(jsonrpc.error_frame(request.id, error))
+            return
+        exchange = _Exchange(request.id, request.method, self._output)
+        self._inflight[request.id] = exchange
+        assert self._executor is not None
+        try:
+            future = self._executor.submit(self._execute, request, exchange)
+        except RuntimeError:  # the executor is shutting down
+            self._inflight.pop(request.id, None)
+            return
+        exchange.future = future
+        if self._must_finish_first(request):
+            self._await(future)
+
+    def _must_finish_first(self, request: Request) -> bool:
+        return request.method == "initialize" or (self._session.era is None and self._engine.is_era_distinctive(request))
+
+    def _await(self, future: concurrent.futures.Future[None]) -> None:
+        while not self._stop_requested.is_set():
+            try:
+                future.result(timeout=_BLOCKING_WAIT_SLICE)
+                return
+            except concurrent.futures.TimeoutError:
+                log.warning("still waiting for an era-distinctive request to finish before reading on")
+            except concurrent.futures.CancelledError:
+                return
+
+    def _handle_notification(self, notification: Notification) -> None:
+        if notification.method == "notifications/cancelled":
+            self._cancel(notification.params.get("requestId"))
+
+    def _cancel(self, request_id: Any) -> None:
+        if not jsonrpc.is_request_id(request_id):
+            return
+        exchange = self._inflight.get(request_id)
+        if exchange is None or exchange.method == "initialize":
+            return
+        with self._output.lock:
+            exchange.cancelled_by_client = True
+        exchange.cancel_event.set()
+        if exchange.future is not None and exchange.future.cancel():
+            with self._output.lock:
+                self._inflight.pop(request_id, None)
+
+    # -- workers ---------------------------------------------------------------------------------
+    def _execute(self, request: Request, exchange: _Exchange) -> None:
+        try:
+            outcome: Outcome = self._engine.execute(request, self._session, exchange, STDIO)
+        except Exception:  # the engine answers everything; reaching here is a bug
+            log.exception("engine failed on %s", request.method)
+            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
+        self._complete(request, exchange, outcome)
+
+    def _complete(self, request: Request, exchange: _Exchange, outcome: Outcome) -> None:
+        frame = self._encode_outcome(request, outcome)
+        with self._output.lock:
+            self._inflight.pop(request.id, None)
+            exchange.done = True
+            if frame is None or exchange.cancelled_by_client:
+                return
+            if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
+                self._session.commit_era(outcome.claims)
+
+    def _encode_outcome(self, request: Request, outcome: Outcome) -> bytes | None:
+        if isinstance(outcome, NoResponse):
+            return None
+        if isinstance(outcome, Success):
+            try:
+                return jsonrpc.encode(jsonrpc.result_frame(request.id, outcome.result))
+            except jsonrpc.EncodeError as exc:
+                log.error("result of %s (id %r) is not JSON-serializable: %s", request.method, request.id, exc)
+                outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error: result is not JSON-serializable"))
+        assert isinstance(outcome, Failure)
+        return jsonrpc.encode(jsonrpc.error_frame(request.id, outcome.error))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self._output.write(jsonrpc.encode(message))
+
+    # -- list changes ----------------------------------------------------------------------------
+    def publish_list_changed(self, kinds: frozenset[str]) -> None:
+        """Tell this connection's client that lists changed, in the form its era expects."""
+        frames = [jsonrpc.encode(jsonrpc.notification_frame(f"notifications/{kind}/list_changed")) for kind in sorted(kinds)]
+        with self._output.lock:
+            if self._session.initialized:
+                for frame in frames:
+                    self._output.write_locked(frame)
+
+    # -- stopping --------------------------------------------------------------------------------
+    def _close(self, graceful: bool) -> None:
+        deadline = time.monotonic() + (self._shutdown_timeout if graceful else self._drain_timeout)
+        pending = [exchange.future for exchange in list(self._inflight.values()) if exchange.future is not None]
+        if graceful:
+            for exchange in list(self._inflight.values()):
+                exchange.cancel_event.set()
+        assert self._executor is not None
+        _, still_running = concurrent.futures.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        if still_running:
+            log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(still_running))
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        else:
+            self._executor.shutdown(wait=True)
+        self._output.close()
+        with self._state_lock:
+            self._wake_closed = True
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+        if self._on_stopped is not None:
+            try:
+                self._on_stopped()
+            except Exception:
+                log.exception("stdio on_stopped callback failed")
+        self._stopped.set()
