@@ -22,6 +22,7 @@ import jsonschema
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
 from .context import Context
+from .validation import ArgumentValidator
 from .schema import FunctionShape, bind_arguments, describe_function, invoke, structured_output, to_jsonable
 
 log = logging.getLogger("mcpsync")
@@ -35,16 +36,6 @@ Listener = Callable[[frozenset[str]], None]
 
 _PASSTHROUGH = (content.Image, content.Audio, content.ToolResult)
 _MAX_COMPLETIONS = 100
-
-
-def _schema_errors(validator: jsonschema.Draft202012Validator, instance: Any, what: str) -> McpError | None:
-    """One -32602 that names the offending field, or None when the instance is valid."""
-    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
-    if error is None:
-        return None
-    where = "/".join(str(part) for part in error.absolute_path)
-    field = f" at '{where}'" if where else ""
-    return invalid_params(f"Invalid arguments for {what}{field}: {error.message}", {"field": where or None})
 
 
 def _context_param(fn: Callable[..., Any]) -> str | None:
@@ -116,7 +107,7 @@ class Tool:
         self.annotations = annotations
         self.meta = meta
         self._positional_only = _has_positional_only(fn)
-        self._validator = jsonschema.Draft202012Validator(input_schema)
+        self._validator = ArgumentValidator(input_schema, f"tool '{self.name}'")
         self._output_validator = jsonschema.Draft202012Validator(output_schema) if output_schema else None
 
     def definition(self) -> dict[str, Any]:
@@ -136,9 +127,7 @@ class Tool:
 
     def validate(self, arguments: dict[str, Any]) -> None:
         """Raise -32602 naming the field when the arguments do not match the input schema."""
-        problem = _schema_errors(self._validator, arguments, f"tool '{self.name}'")
-        if problem is not None:
-            raise problem
+        self._validator.validate(arguments)
 
     def invoke(self, arguments: dict[str, Any], ctx: Context) -> Any:
         """Run the function with validated arguments; returns what it returned."""
