@@ -81,6 +81,7 @@ class Server:
         self._lock = threading.Lock()
         self._transports: list[StdioServer] = []
         self.catalog.add_listener(self._publish)
+        self.catalog.add_update_listener(self._publish_update)
 
     @property
     def name(self) -> str:
@@ -105,11 +106,22 @@ class Server:
     def refresh_resources(self) -> None:
         self.catalog.refresh({"resources"})
 
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell subscribed clients that the content at `uri` changed (subscriptions to a parent
+        URI count: an update of `file:///a/b` reaches a subscription to `file:///a`)."""
+        self.catalog.resource_updated(uri)
+
     def _publish(self, kinds: frozenset[str]) -> None:
-        with self._lock:
-            transports = tuple(self._transports)
-        for transport in transports:
+        for transport in self._live_transports():
             transport.publish_list_changed(kinds)
+
+    def _publish_update(self, uri: str) -> None:
+        for transport in self._live_transports():
+            transport.publish_resource_updated(uri)
+
+    def _live_transports(self) -> tuple[StdioServer, ...]:
+        with self._lock:
+            return tuple(self._transports)
 
     # -- stdio ----------------------------------------------------------------------------------
     def serve_stdio(self) -> None:

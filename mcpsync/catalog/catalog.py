@@ -22,6 +22,9 @@ log = logging.getLogger("mcpsync")
 
 KINDS = frozenset({"tools", "prompts", "resources"})
 ChangeListener = Callable[[frozenset[str]], None]
+"""Told which kinds of list changed: a subset of {"tools", "prompts", "resources"}."""
+UpdateListener = Callable[[str], None]
+"""Told the URI of a resource whose content changed."""
 
 T = TypeVar("T")
 
@@ -85,6 +88,7 @@ class Catalog:
         self._lock = threading.Lock()
         self._services: list[Service] = []
         self._listeners: list[ChangeListener] = []
+        self._update_listeners: list[UpdateListener] = []
         for service in services:
             self._attach(service)
         self._snapshot = build_snapshot(self._services)
@@ -105,6 +109,19 @@ class Catalog:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+
+    def add_update_listener(self, listener: UpdateListener) -> None:
+        with self._lock:
+            self._update_listeners.append(listener)
+
+    def resource_updated(self, uri: str) -> None:
+        """Announce that the content of the resource at `uri` changed."""
+        if not isinstance(uri, str):
+            raise TypeError("uri must be a string")
+        with self._lock:
+            listeners = tuple(self._update_listeners)
+        for listener in listeners:
+            listener(uri)
 
     def add_service(self, service: Service) -> None:
         with self._lock:

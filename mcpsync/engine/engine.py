@@ -106,6 +106,8 @@ class Engine:
             return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
         if modern or session.era is Era.MODERN:
             if session.era is Era.HANDSHAKE:
+                if method in operations.MODERN_ONLY_METHODS:
+                    raise method_not_found(method)
                 raise McpError(
                     ErrorCode.INVALID_REQUEST,
                     "Invalid Request: this connection serves the handshake protocol era; "

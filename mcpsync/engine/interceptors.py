@@ -52,6 +52,9 @@ class TransportInfo:
 
     name: str
     supports_subscriptions: bool = False
+    """It can host `subscriptions/listen` streams (2026-07-28)."""
+    handshake_push: bool = False
+    """It can deliver unsolicited notifications to a handshake-era client (list changes, updates)."""
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ from ..protocol.versions import (
     version_at_least,
 )
 from .interceptors import Call, ToolCall
+from .outcome import Subscribed
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -36,16 +37,73 @@ Operation = Callable[["Engine", Call], Any]
 # -- capabilities: what discover and initialize advertise ------------------------------------------
 
 def server_capabilities(engine: "Engine", call: Call) -> dict[str, Any]:
-    """The one place capabilities are decided, for both eras and every transport."""
-    list_changed = call.transport.supports_subscriptions if call.era is Era.MODERN else True
-    capabilities: dict[str, Any] = {
-        "tools": {"listChanged": list_changed},
-        "prompts": {"listChanged": list_changed},
-        "resources": {"listChanged": list_changed},
+    """The one place capabilities are decided, for both eras and every transport.
+
+    Change notifications are advertised only where the transport can deliver them: through
+    `subscriptions/listen` in 2026-07-28, unsolicited after `initialize` in the handshake era.
+    `subscriptions/listen` accepts exactly what this advertises (`accepted_filter`).
+    """
+    transport = call.transport
+    delivers = transport.supports_subscriptions if call.era is Era.MODERN else transport.handshake_push
+    changes: dict[str, Any] = {"listChanged": True} if delivers else {}
+    resources: dict[str, Any] = {"subscribe": True, "listChanged": True} if delivers else {}
+    return {
+        "tools": dict(changes),
+        "prompts": dict(changes),
+        "resources": resources,
         "completions": {},
         "logging": {},
     }
-    return capabilities
+
+
+_FLAG_CAPABILITY = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
+
+
+def accepted_filter(requested: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:
+    """The subset of a listen filter the server will honour: true flags whose list-change capability
+    is advertised, and a non-empty URI list when resource subscriptions are. Unknown keys are dropped."""
+    accepted: dict[str, Any] = {}
+    for flag, kind in _FLAG_CAPABILITY.items():
+        if requested.get(flag) is True and capabilities.get(kind, {}).get("listChanged") is True:
+            accepted[flag] = True
+    uris = requested.get("resourceSubscriptions")
+    if uris and capabilities.get("resources", {}).get("subscribe") is True:
+        accepted["resourceSubscriptions"] = list(dict.fromkeys(uris))
+    return accepted
+
+
+def listen(engine: "Engine", call: Call) -> Subscribed:
+    if not call.transport.supports_subscriptions:
+        raise McpError(ErrorCode.METHOD_NOT_FOUND, "subscriptions/listen is not available on this transport", {"method": call.method})
+    requested = call.params.get("notifications")
+    if not isinstance(requested, dict):
+        raise invalid_params("subscriptions/listen: params.notifications must be an object")
+    for flag in _FLAG_CAPABILITY:
+        if flag in requested and not isinstance(requested[flag], bool):
+            raise invalid_params(f"subscriptions/listen: notifications.{flag} must be a boolean")
+    uris = requested.get("resourceSubscriptions")
+    if uris is not None and (not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris)):
+        raise invalid_params("subscriptions/listen: notifications.resourceSubscriptions must be a list of strings")
+    return Subscribed(call.request.id, accepted_filter(requested, server_capabilities(engine, call)))
+
+
+def subscribe_resource(engine: "Engine", call: Call) -> dict[str, Any]:
+    call.session.subscribe_resource(_require_uri(call))
+    return {}
+
+
+def unsubscribe_resource(engine: "Engine", call: Call) -> dict[str, Any]:
+    call.session.unsubscribe_resource(_require_uri(call))
+    return {}
+
+
+def _require_uri(call: Call) -> str:
+    if not call.transport.handshake_push:
+        raise McpError(ErrorCode.METHOD_NOT_FOUND, f"{call.method} is not available on this transport", {"method": call.method})
+    uri = call.params.get("uri")
+    if not isinstance(uri, str):
+        raise invalid_params(f"{call.method}: params.uri must be a string")
+    return uri
 
 
 # -- lifecycle ------------------------------------------------------------------------------------
@@ -321,6 +379,9 @@ OPERATIONS: dict[str, Operation] = {
     "resources/templates/list": list_resource_templates,
     "resources/read": read_resource,
     "completion/complete": complete,
+    "subscriptions/listen": listen,
+    "resources/subscribe": subscribe_resource,
+    "resources/unsubscribe": unsubscribe_resource,
 }
 
 _COMMON = frozenset(
@@ -335,5 +396,6 @@ _COMMON = frozenset(
         "completion/complete",
     }
 )
-HANDSHAKE_METHODS = _COMMON | {"initialize", "ping", "logging/setLevel"}
-MODERN_METHODS = _COMMON | {"server/discover"}
+HANDSHAKE_METHODS = _COMMON | {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+MODERN_METHODS = _COMMON | MODERN_ONLY_METHODS

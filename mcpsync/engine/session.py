@@ -26,6 +26,7 @@ class Session:
         self.client_info: dict[str, Any] | None = None
         self._log_threshold: int | None = None  # None: every level (no logging/setLevel yet)
         self._initialized = False
+        self._resource_subscriptions: set[str] = set()
 
     @property
     def era(self) -> Era | None:
@@ -57,6 +58,19 @@ class Session:
                 self._era = era
             if era is Era.HANDSHAKE and self._era is Era.HANDSHAKE:
                 self._initialized = True
+
+    def subscribe_resource(self, uri: str) -> None:
+        with self._lock:
+            self._resource_subscriptions.add(uri)
+
+    def unsubscribe_resource(self, uri: str) -> None:
+        with self._lock:
+            self._resource_subscriptions.discard(uri)
+
+    def resource_subscriptions(self) -> frozenset[str]:
+        """URIs this handshake-era connection subscribed to with `resources/subscribe`."""
+        with self._lock:
+            return frozenset(self._resource_subscriptions)
 
     def set_log_level(self, level: str) -> None:
         with self._lock:

@@ -29,16 +29,18 @@ from typing import Any, Callable
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
-from ..engine.outcome import Failure, NoResponse, Outcome, Success
+from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ..protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID, Era
 from ._frames import TOO_LARGE, FrameSplitter
 from ._output import Output
+from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, uri_covers
 
 log = logging.getLogger("mcpsync")
 
-STDIO = TransportInfo("stdio", supports_subscriptions=False)
+STDIO = TransportInfo("stdio", supports_subscriptions=True, handshake_push=True)
 READ_CHUNK = 1 << 16
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 # How long the reader waits for one era-distinctive request before it checks for shutdown again.
@@ -80,6 +82,7 @@ class StdioServer:
         drain_timeout: float = 30.0,
         shutdown_timeout: float = 5.0,
         on_stopped: Callable[[], None] | None = None,
+        subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -92,6 +95,8 @@ class StdioServer:
         self._drain_timeout = drain_timeout
         self._shutdown_timeout = shutdown_timeout
         self._inflight: dict[Any, _Exchange] = {}
+        self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
+        self._closing = False  # set under the output lock when shutdown begins
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -204,7 +209,7 @@ class StdioServer:
             log.debug("ignoring a response to id %r: this server sent no request", message.id)
 
     def _accept_request(self, request: Request) -> None:
-        if request.id in self._inflight:
+        if request.id in self._inflight or request.id in self._subscriptions:
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             self._send(jsonrpc.error_frame(request.id, error))
             return
@@ -221,7 +226,12 @@ class StdioServer:
             self._await(future)
 
     def _must_finish_first(self, request: Request) -> bool:
-        return request.method == "initialize" or (self._session.era is None and self._engine.is_era_distinctive(request))
+        method = request.method
+        return (
+            method == "initialize"
+            or method == "subscriptions/listen"
+            or (self._session.era is None and self._engine.is_era_distinctive(request))
+        )
 
     def _await(self, future: concurrent.futures.Future[None]) -> None:
         while not self._stop_requested.is_set():
@@ -240,6 +250,9 @@ class StdioServer:
     def _cancel(self, request_id: Any) -> None:
         if not jsonrpc.is_request_id(request_id):
             return
+        with self._output.lock:
+            if self._subscriptions.remove(request_id):
+                return
         exchange = self._inflight.get(request_id)
         if exchange is None or exchange.method == "initialize":
             return
@@ -260,6 +273,9 @@ class StdioServer:
         self._complete(request, exchange, outcome)
 
     def _complete(self, request: Request, exchange: _Exchange, outcome: Outcome) -> None:
+        if isinstance(outcome, Subscribed):
+            self._activate(request, exchange, outcome)
+            return
         frame = self._encode_outcome(request, outcome)
         with self._output.lock:
             self._inflight.pop(request.id, None)
@@ -268,6 +284,34 @@ class StdioServer:
                 return
             if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
                 self._session.commit_era(outcome.claims)
+
+    def _activate(self, request: Request, exchange: _Exchange, outcome: Subscribed) -> None:
+        """Register an accepted listen and write its acknowledgement in one critical section."""
+        ack = jsonrpc.encode(
+            jsonrpc.notification_frame(
+                "notifications/subscriptions/acknowledged",
+                {"_meta": {META_SUBSCRIPTION_ID: request.id}, "notifications": outcome.accepted},
+            )
+        )
+        with self._output.lock:
+            self._inflight.pop(request.id, None)
+            exchange.done = True
+            if exchange.cancelled_by_client:
+                return
+            if self._closing:  # never leave a listen registered during shutdown
+                self._output.write_locked(self._listen_complete_frame(request.id))
+                return
+            try:
+                self._subscriptions.add(Subscription(request.id, outcome.accepted))
+            except McpError as exc:
+                self._output.write_locked(jsonrpc.encode(jsonrpc.error_frame(request.id, exc)))
+                return
+            if self._output.write_locked(ack):
+                self._session.commit_era(Era.MODERN)
+
+    def _listen_complete_frame(self, subscription_id: Any) -> bytes:
+        meta = {META_SUBSCRIPTION_ID: subscription_id, META_SERVER_INFO: self._engine.server_info}
+        return jsonrpc.encode(jsonrpc.result_frame(subscription_id, {"resultType": "complete", "_meta": meta}))
 
     def _encode_outcome(self, request: Request, outcome: Outcome) -> bytes | None:
         if isinstance(outcome, NoResponse):
@@ -286,15 +330,35 @@ class StdioServer:
 
     # -- list changes ----------------------------------------------------------------------------
     def publish_list_changed(self, kinds: frozenset[str]) -> None:
-        """Tell this connection's client that lists changed, in the form its era expects."""
-        frames = [jsonrpc.encode(jsonrpc.notification_frame(f"notifications/{kind}/list_changed")) for kind in sorted(kinds)]
+        """Tell this connection's client that lists changed, in the form its era expects: untagged
+        after `initialize`, then one tagged copy per subscription that asked for the kind."""
+        methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
+        untagged = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
         with self._output.lock:
-            if self._session.initialized:
-                for frame in frames:
-                    self._output.write_locked(frame)
+            for (kind, method), plain in zip(methods, untagged):
+                if self._session.initialized:
+                    self._output.write_locked(plain)
+                for subscription in self._subscriptions.for_kind(kind):
+                    self._output.write_locked(_tagged(method, subscription.id, {}))
+
+    def publish_resource_updated(self, uri: str) -> None:
+        """Tell this connection's client that a resource it subscribed to (or one under it) changed."""
+        method, params = "notifications/resources/updated", {"uri": uri}
+        plain = jsonrpc.encode(jsonrpc.notification_frame(method, params))
+        handshake_wants = any(uri_covers(subscribed, uri) for subscribed in self._session.resource_subscriptions())
+        with self._output.lock:
+            if self._session.initialized and handshake_wants:
+                self._output.write_locked(plain)
+            for subscription in self._subscriptions.for_uri(uri):
+                self._output.write_locked(_tagged(method, subscription.id, params))
 
     # -- stopping --------------------------------------------------------------------------------
     def _close(self, graceful: bool) -> None:
+        with self._output.lock:
+            self._closing = True
+            for subscription in self._subscriptions.drain():
+                if graceful:  # end of input drops them silently
+                    self._output.write_locked(self._listen_complete_frame(subscription.id))
         deadline = time.monotonic() + (self._shutdown_timeout if graceful else self._drain_timeout)
         pending = [exchange.future for exchange in list(self._inflight.values()) if exchange.future is not None]
         if graceful:
@@ -318,3 +382,7 @@ class StdioServer:
             except Exception:
                 log.exception("stdio on_stopped callback failed")
         self._stopped.set()
+
+
+def _tagged(method: str, subscription_id: Any, params: dict[str, Any]) -> bytes:
+    return jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription_id}}))

@@ -1,0 +1,73 @@
+"""Open `subscriptions/listen` streams of one connection.
+
+Strategy: a plain registry with no lock of its own: the stdio transport guards it with its output
+lock, so registering a subscription and writing its acknowledgement, publishing a change, and
+removing a cancelled subscription are each one critical section with the writes they order.
+Ids keep their JSON type (`7` and `"7"` are different subscriptions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ..protocol.jsonrpc import ErrorCode, McpError
+
+DEFAULT_SUBSCRIPTION_CAP = 1024
+
+KIND_FLAGS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
+
+
+def uri_covers(subscribed: str, uri: str) -> bool:
+    """An update for `uri` reaches a subscription to `subscribed` if it is that URI or one under it."""
+    if uri == subscribed:
+        return True
+    prefix = subscribed if subscribed.endswith("/") else subscribed + "/"
+    return uri.startswith(prefix)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    id: Any
+    accepted: dict[str, Any]
+
+    def wants_kind(self, kind: str) -> bool:
+        return self.accepted.get(KIND_FLAGS[kind]) is True
+
+    def wants_uri(self, uri: str) -> bool:
+        return any(uri_covers(subscribed, uri) for subscribed in self.accepted.get("resourceSubscriptions", ()))
+
+
+class SubscriptionRegistry:
+    def __init__(self, cap: int = DEFAULT_SUBSCRIPTION_CAP) -> None:
+        self._cap = cap
+        self._active: dict[Any, Subscription] = {}
+
+    def __contains__(self, subscription_id: object) -> bool:
+        return subscription_id in self._active
+
+    def __len__(self) -> int:
+        return len(self._active)
+
+    def add(self, subscription: Subscription) -> None:
+        """Register; -32600 for an id already active, -32603 over the cap."""
+        if subscription.id in self._active:
+            raise McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a subscription with this id is already active")
+        if len(self._active) >= self._cap:
+            raise McpError(ErrorCode.INTERNAL_ERROR, "Subscription limit reached")
+        self._active[subscription.id] = subscription
+
+    def remove(self, subscription_id: Any) -> bool:
+        return self._active.pop(subscription_id, None) is not None
+
+    def for_kind(self, kind: str) -> Iterator[Subscription]:
+        return (s for s in self._active.values() if s.wants_kind(kind))
+
+    def for_uri(self, uri: str) -> Iterator[Subscription]:
+        return (s for s in self._active.values() if s.wants_uri(uri))
+
+    def drain(self) -> list[Subscription]:
+        """Remove and return every subscription (shutdown)."""
+        active = list(self._active.values())
+        self._active.clear()
+        return active
