@@ -7,6 +7,10 @@ Each mode runs ``sdk_client_driver.py`` once (in the peers venv, as a separate p
 * ``modern``: ``Client(mode="auto")``, which probes ``server/discover`` and must adopt 2026-07-28.
 * ``pinned``: ``Client(mode="2026-07-28")``, no probe: the first request is an enveloped ``tools/list``.
 
+Beyond the demo script the driver also calls ``fail`` and ``countdown`` (with a progress callback) and,
+in the 2026-07-28 modes, opens one ``subscriptions/listen``; those outcomes are recorded rather than
+fatal, so each has its own test here.
+
 The SDK validates every result against the negotiated version's schema, so a run that completes
 already proves the client accepted the server's answers; these tests pin the content and the
 era-specific fields (which the SDK tolerates in the wrong era, so only these checks catch them).
@@ -47,8 +51,13 @@ def summary_for(peers_python: str, bounded: Any, repo_root: Path) -> Any:
     def get(mode: str) -> dict[str, Any]:
         if mode not in runs:
             args = [peers_python, str(DRIVER), "--mode", mode, "--cwd", str(repo_root), "--", *SERVER_CMD]
-            runs[mode] = bounded(args, timeout=DRIVER_TIMEOUT, cwd=repo_root)
+            try:
+                runs[mode] = bounded(args, timeout=DRIVER_TIMEOUT, cwd=repo_root)
+            except pytest.fail.Exception as timed_out:  # remembered, so a hang costs one timeout, not one per test
+                runs[mode] = timed_out
         result = runs[mode]
+        if isinstance(result, BaseException):
+            pytest.fail(str(result), pytrace=False)
         if result.returncode != 0:
             pytest.fail(
                 f"official SDK client ({mode} mode) failed against {SERVER_CMD}, exit status {result.returncode}:\n"
@@ -125,6 +134,22 @@ def test_templated_greeting_names_ada(summary: dict[str, Any]) -> None:
     assert "Ada" in contents["text"]
 
 
+def test_fail_reports_a_tool_error_in_the_result(summary: dict[str, Any]) -> None:
+    result = summary["extras"]["fail"]
+    assert "error" not in result, f"tools/call fail raised instead of returning isError: {result.get('error')}"
+    assert result["isError"] is True
+    assert any(text.strip() for text in texts(result["content"]))
+
+
+def test_countdown_reports_increasing_progress_before_its_result(summary: dict[str, Any]) -> None:
+    countdown = summary["extras"]["countdown"]
+    assert "error" not in countdown, countdown["error"]
+    assert not countdown["result"].get("isError", False)
+    progress = countdown["progress"]
+    assert progress and progress == sorted(set(progress)), progress
+    assert countdown["progressAfterResponse"] == 0
+
+
 def test_server_exits_by_itself_when_stdin_closes(summary: dict[str, Any]) -> None:
     # The SDK closes the server's stdin, waits up to 2 s, then kills the process group.
     assert summary["shutdownSeconds"] < 2.0, "the server did not exit on end of input; the client had to kill it"
@@ -146,6 +171,8 @@ def test_legacy_results_carry_no_modern_fields(legacy_summary: dict[str, Any]) -
     results = {name: legacy_summary[name] for name in ("initializeResult", *CACHEABLE, "prompt")}
     results.update({f"calls.{k}": v for k, v in legacy_summary["calls"].items()})
     results.update({f"reads.{k}": v for k, v in legacy_summary["reads"].items()})
+    if "error" not in legacy_summary["extras"]["fail"]:  # test_fail_reports_... says why it is missing
+        results["calls.fail"] = legacy_summary["extras"]["fail"]
     for name, result in results.items():
         leaked = {"resultType", "ttlMs", "cacheScope"} & set(result)
         assert not leaked, f"{name} carries modern-only fields {leaked}"
@@ -177,6 +204,8 @@ def test_modern_results_carry_result_type_and_cache_hints(modern_summary: dict[s
     results = {name: modern_summary[name] for name in (*CACHEABLE, "prompt")}
     results.update({f"calls.{k}": v for k, v in modern_summary["calls"].items()})
     results.update({f"reads.{k}": v for k, v in modern_summary["reads"].items()})
+    if "error" not in modern_summary["extras"]["fail"]:  # test_fail_reports_... says why it is missing
+        results["calls.fail"] = modern_summary["extras"]["fail"]
     for name, result in results.items():
         assert result.get("resultType") == "complete", name
         assert "io.modelcontextprotocol/serverInfo" in result.get("_meta", {}), name
@@ -187,6 +216,7 @@ def test_modern_results_carry_result_type_and_cache_hints(modern_summary: dict[s
 
 def test_modern_listen_is_acknowledged(modern_summary: dict[str, Any]) -> None:
     listen = modern_summary["listen"]
+    assert "error" not in listen, f"client.listen() failed: {listen['error']}"
     assert listen["honored"].get("toolsListChanged") is True, listen
     acks = [
         n
