@@ -8,6 +8,7 @@ stderr only: on stdio, stdout is the wire.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -79,7 +80,9 @@ def serve(target: str | None, name: str | None, log_level: str, max_frame_bytes:
     _configure_logging(log_level)
     from .demo import build_demo_service
     from .loader import TargetError, load_target
-    from .server import Server
+    from .server import Server, isolate_stdio
+
+    wire = isolate_stdio()  # before user code runs: its import-time prints must not reach the client
 
     options = dict(workers=workers, max_frame_bytes=max_frame_bytes, page_size=page_size)
     if target is None:
@@ -88,6 +91,7 @@ def serve(target: str | None, name: str | None, log_level: str, max_frame_bytes:
         try:
             loaded = load_target(target)
         except TargetError as exc:
+            wire.restore()
             raise click.ClickException(str(exc)) from exc
         if isinstance(loaded, Server):
             server = loaded
@@ -96,4 +100,9 @@ def serve(target: str | None, name: str | None, log_level: str, max_frame_bytes:
                 server.engine.server_info["name"] = name
         else:
             server = Server(name or loaded.name, services=[loaded], **options)  # type: ignore[arg-type]
-    server.serve_stdio()
+    if not server.serve_stdio(wire):
+        # Requests still running past the shutdown deadline would keep the interpreter alive (Python
+        # joins worker threads at exit); the user asked us to stop, so leave without them.
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)

@@ -21,6 +21,7 @@ from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
+from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
 log = logging.getLogger("mcpsync")
 
@@ -40,6 +41,7 @@ class Server:
         ttl_ms, cache_scope: the cache hints of 2026-07-28 list results.
         shutdown_timeout: how long `shutdown()` waits for running requests.
         drain_timeout: how long end of input waits for running requests.
+        subscription_cap: open `subscriptions/listen` streams allowed per connection.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class Server:
         cache_scope: str = "private",
         shutdown_timeout: float = 5.0,
         drain_timeout: float = 30.0,
+        subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
     ) -> None:
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -78,6 +81,7 @@ class Server:
         self.max_frame_bytes = max_frame_bytes
         self.shutdown_timeout = shutdown_timeout
         self.drain_timeout = drain_timeout
+        self.subscription_cap = subscription_cap
         self._lock = threading.Lock()
         self._transports: list[StdioServer] = []
         self.catalog.add_listener(self._publish)
@@ -124,21 +128,25 @@ class Server:
             return tuple(self._transports)
 
     # -- stdio ----------------------------------------------------------------------------------
-    def serve_stdio(self) -> None:
+    def serve_stdio(self, wire: "StdioWire | None" = None) -> bool:
         """Serve this process's stdin/stdout until end of input or `shutdown()`; blocks.
 
         While serving, fd 1 points at stderr and fd 0 at /dev/null, so a stray `print()` cannot
         corrupt the wire; SIGTERM and SIGINT shut down gracefully when called on the main thread.
-        """
-        isolation = _StdioIsolation()
-        transport = self.serve_fds(isolation.wire_in, isolation.wire_out, on_stopped=isolation.restore, start=False)
-        with _graceful_signals(transport):
-            transport.serve()
+        Pass `wire` (from `isolate_stdio()`) to isolate earlier, e.g. before importing user code.
 
-    def start_stdio(self) -> "Server":
+        Returns True when every request finished in time, False when some were still running at
+        the shutdown deadline (their threads keep the interpreter alive until they return).
+        """
+        wire = wire or isolate_stdio()
+        transport = self.serve_fds(wire.wire_in, wire.wire_out, on_stopped=wire.restore, start=False)
+        with _graceful_signals(transport):
+            return transport.serve()
+
+    def start_stdio(self, wire: "StdioWire | None" = None) -> "Server":
         """Serve this process's stdin/stdout on a background thread and return at once."""
-        isolation = _StdioIsolation()
-        self.serve_fds(isolation.wire_in, isolation.wire_out, on_stopped=isolation.restore)
+        wire = wire or isolate_stdio()
+        self.serve_fds(wire.wire_in, wire.wire_out, on_stopped=wire.restore)
         return self
 
     def serve_fds(
@@ -170,6 +178,7 @@ class Server:
             drain_timeout=self.drain_timeout,
             shutdown_timeout=self.shutdown_timeout,
             on_stopped=stopped,
+            subscription_cap=self.subscription_cap,
         )
         with self._lock:
             self._transports.append(transport)
@@ -190,7 +199,13 @@ class Server:
         self.shutdown()
 
 
-class _StdioIsolation:
+def isolate_stdio() -> "StdioWire":
+    """Take fds 0 and 1 for the MCP wire: the wire keeps private duplicates, while fd 0 reads
+    /dev/null and fd 1 writes to stderr, so nothing else in the process can reach the client."""
+    return StdioWire()
+
+
+class StdioWire:
     """Private duplicates of fds 0 and 1 for the wire; fd 0 → /dev/null and fd 1 → stderr meanwhile."""
 
     def __init__(self) -> None:

@@ -20,6 +20,7 @@ from ..protocol.versions import (
     LOG_LEVELS,
     MODERN_VERSIONS,
     Era,
+    is_log_level,
     negotiate_handshake,
     version_at_least,
 )
@@ -156,7 +157,7 @@ def ping(engine: "Engine", call: Call) -> dict[str, Any]:
 
 def set_log_level(engine: "Engine", call: Call) -> dict[str, Any]:
     level = call.params.get("level")
-    if level not in LOG_LEVEL_RANK:
+    if not is_log_level(level):
         raise invalid_params(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
     call.session.set_log_level(level)
     return {}
@@ -342,10 +343,13 @@ def complete(engine: "Engine", call: Call) -> dict[str, Any]:
     if not isinstance(arg_name, str) or not isinstance(value, str):
         raise invalid_params("completion/complete: argument.name and argument.value must be strings")
     context = params.get("context") or {}
-    given = context.get("arguments") or {} if isinstance(context, dict) else {}
+    given = (context.get("arguments") or {}) if isinstance(context, dict) else {}
+    if not isinstance(given, dict):
+        raise invalid_params("completion/complete: context.arguments must be an object")
     snapshot = engine.catalog.snapshot
     if ref.get("type") == "ref/prompt":
-        prompt = snapshot.prompt_index.get(ref.get("name"))  # type: ignore[arg-type]
+        name = ref.get("name")
+        prompt = snapshot.prompt_index.get(name) if isinstance(name, str) else None
         if prompt is None:
             raise invalid_params(f"Unknown prompt: {ref.get('name')}")
         if arg_name not in {arg.name for arg in prompt.arguments}:

@@ -13,6 +13,7 @@ rejected before ints.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -109,13 +110,28 @@ def is_request_id(value: object) -> bool:
 def decode(line: bytes) -> Message:
     """Turn one line (without its newline) into a typed message. Never raises."""
     try:
-        obj = ujson.loads(line.decode("utf-8"))
+        text = line.decode("utf-8")
+        obj = ujson.loads(text)
+        if ("NaN" in text or "Infinity" in text) and _has_non_json_constant(text):
+            raise ValueError("NaN and Infinity are not JSON")
     except (ValueError, UnicodeDecodeError, RecursionError, OverflowError):
         return Invalid(McpError(ErrorCode.PARSE_ERROR, "Parse error"))
     if type(obj) is not dict:
         kind = "batch arrays are not supported" if type(obj) is list else "a message must be a JSON object"
         return Invalid(McpError(ErrorCode.INVALID_REQUEST, f"Invalid Request: {kind}"))
     return decode_object(obj)
+
+
+def _has_non_json_constant(text: str) -> bool:
+    """ujson accepts NaN and ±Infinity; the strict parser decides whether they appear outside strings."""
+    def reject(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        json.loads(text, parse_constant=reject)
+    except ValueError:
+        return True
+    return False
 
 
 def decode_object(obj: dict[str, Any]) -> Message:
@@ -147,8 +163,7 @@ def _envelope_problem(obj: dict[str, Any], method: object) -> McpError | None:
         return McpError(ErrorCode.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
     if type(method) is not str:
         return McpError(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" must be a string')
-    params = obj.get("params")
-    if params is not None and type(params) is not dict:
+    if "params" in obj and type(obj["params"]) is not dict:
         return McpError(ErrorCode.INVALID_PARAMS, 'Invalid params: "params" must be an object')
     return None
 

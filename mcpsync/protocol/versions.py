@@ -29,6 +29,10 @@ LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "c
 LOG_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
+def is_log_level(value: object) -> bool:
+    return type(value) is str and value in LOG_LEVEL_RANK
+
+
 class Era(enum.Enum):
     HANDSHAKE = "handshake"  # initialize, 2024-11-05 .. 2025-11-25
     MODERN = "modern"  # per-request _meta envelope, 2026-07-28
@@ -75,7 +79,7 @@ def read_envelope(params: dict[str, Any]) -> Envelope:
     if client_info is not None and type(client_info) is not dict:
         raise invalid_params(f"params._meta[{META_CLIENT_INFO!r}] must be an object")
     log_level = meta.get(META_LOG_LEVEL)
-    if log_level is not None and log_level not in LOG_LEVEL_RANK:
+    if log_level is not None and not is_log_level(log_level):
         raise invalid_params(f"params._meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}")
     return Envelope(version, capabilities, client_info, log_level)
 

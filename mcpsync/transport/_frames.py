@@ -1,8 +1,9 @@
 """Splitting a byte stream into newline-delimited frames, with a size limit.
 
 Strategy: sans-I/O. `feed()` takes whatever `os.read` returned and gives back complete lines (without
-`\\n` or a trailing `\\r`) and `TOO_LARGE` markers. A line that grows past the limit is reported once
-and then discarded as it streams in, up to its newline: it is never buffered whole.
+`\\n` or a trailing `\\r`) and `TOO_LARGE` markers. The limit counts every byte before the `\\n`
+(a CR included), however the stream is chunked. A line past the limit is reported once and its bytes
+are dropped as they arrive, up to its newline: it is never buffered, not even in part beyond the limit.
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ class FrameSplitter:
                 break
             if self._discarding:
                 self._discarding = False
+            elif len(self._partial) + newline - start > self._limit:
+                self._partial.clear()
+                frames.append(TOO_LARGE)
+            elif self._partial:
+                self._partial += data[start:newline]
+                self._emit(bytes(self._partial), frames)
+                self._partial.clear()
             else:
-                if self._partial:
-                    self._partial += data[start:newline]
-                    line = bytes(self._partial)
-                    self._partial.clear()
-                else:
-                    line = data[start:newline]
-                self._emit(line, frames)
+                self._emit(data[start:newline], frames)
             start = newline + 1
         if start < len(data) and not self._discarding:
             if len(self._partial) + len(data) - start > self._limit:
@@ -61,9 +63,8 @@ class FrameSplitter:
         return frames
 
     def _emit(self, line: bytes, frames: list[Frame]) -> None:
+        """A complete line within the limit: blank ones are skipped, a trailing CR dropped."""
         if line.endswith(b"\r"):
             line = line[:-1]
-        if len(line) > self._limit:
-            frames.append(TOO_LARGE)
-        elif line and not line.isspace():
+        if line and not line.isspace():
             frames.append(line)

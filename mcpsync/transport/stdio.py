@@ -19,6 +19,7 @@ The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninte
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
 import os
@@ -32,7 +33,7 @@ from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ..protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID, Era
 from ._frames import TOO_LARGE, FrameSplitter
 from ._output import Output
@@ -43,8 +44,8 @@ log = logging.getLogger("mcpsync")
 STDIO = TransportInfo("stdio", supports_subscriptions=True, handshake_push=True)
 READ_CHUNK = 1 << 16
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
-# How long the reader waits for one era-distinctive request before it checks for shutdown again.
-_BLOCKING_WAIT_SLICE = 60.0
+# Decoded frames held back while a request that must finish first runs; past this, stop reading.
+_MAX_PENDING = 1024
 
 
 class _Exchange:
@@ -98,11 +99,16 @@ class StdioServer:
         self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
         self._closing = False  # set under the output lock when shutdown begins
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
+        self._wake_r, self._wake_w = os.pipe()  # shutdown requests wake the reader
+        self._done_r, self._done_w = os.pipe()  # so does a request it must wait for
+        for fd in (self._wake_w, self._done_r, self._done_w):
+            os.set_blocking(fd, False)
+        self._pending: collections.deque[Message] = collections.deque()
+        self._blocking: concurrent.futures.Future[None] | None = None
         self._on_stopped = on_stopped
         self._stop_requested = threading.Event()
         self._stopped = threading.Event()
+        self._clean = True
         self._started = False
         self._thread: threading.Thread | None = None
         self._state_lock = threading.RLock()
@@ -119,10 +125,15 @@ class StdioServer:
         self._thread = threading.Thread(target=self._serve, name="mcpsync-stdio-reader")
         self._thread.start()
 
-    def serve(self) -> None:
-        """Serve on the calling thread until end of input or shutdown."""
+    def serve(self) -> bool:
+        """Serve on the calling thread until end of input or shutdown.
+
+        Returns True when every request finished in time; False when some were still running at the
+        deadline (their threads are left to finish: Python cannot stop a thread).
+        """
         self._claim_start()
         self._serve()
+        return self._clean
 
     def request_shutdown(self) -> None:
         """Ask for a graceful shutdown without waiting; safe from signal handlers and any thread."""
@@ -168,45 +179,74 @@ class StdioServer:
             self._close(graceful)
 
     def _read_loop(self) -> bool:
-        """Read until end of input (returns False) or a shutdown request (returns True)."""
+        """Read until end of input (returns False) or a shutdown request (returns True).
+
+        Decoded messages wait in `_pending` while a request that must finish first is running;
+        the reader keeps polling meanwhile, so a shutdown and a `notifications/cancelled` are
+        still seen at once (the cancel is handled on arrival, the rest waits its turn).
+        """
         poller = select.poll()
-        poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         poller.register(self._wake_r, select.POLLIN)
-        while not self._stop_requested.is_set():
-            poller.poll()
+        poller.register(self._done_r, select.POLLIN)
+        reading, listening = True, False
+        while True:
+            while self._pending and self._blocking is None:
+                self._dispatch(self._pending.popleft())
             if self._stop_requested.is_set():
                 return True
-            try:
-                data = os.read(self._read_fd, READ_CHUNK)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                log.info("input closed (%s)", exc.strerror or exc)
-                data = b""
-            if not data:
-                for frame in self._splitter.finish():
-                    self._handle_frame(frame)
-                return self._stop_requested.is_set()
-            for frame in self._splitter.feed(data):
-                self._handle_frame(frame)
-                if self._stop_requested.is_set():
-                    return True
-        return True
+            if not reading and self._blocking is None and not self._pending:
+                return False
+            want_input = reading and len(self._pending) < _MAX_PENDING
+            if want_input != listening:  # a full backlog stops reading until it drains
+                if want_input:
+                    poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+                else:
+                    poller.unregister(self._read_fd)
+                listening = want_input
+            ready = {fd for fd, _ in poller.poll()}
+            if self._stop_requested.is_set():
+                return True
+            if self._done_r in ready:
+                _drain(self._done_r)
+            if self._blocking is not None and self._blocking.done():
+                self._blocking = None
+            if self._read_fd in ready:
+                reading = self._read_some()
 
-    def _handle_frame(self, frame: object) -> None:
+    def _read_some(self) -> bool:
+        """Read what is there and decode it; False at end of input."""
+        try:
+            data = os.read(self._read_fd, READ_CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            log.info("input closed (%s)", exc.strerror or exc)
+            data = b""
+        frames = self._splitter.feed(data) if data else self._splitter.finish()
+        for frame in frames:
+            self._take(frame)
+        return bool(data)
+
+    def _take(self, frame: object) -> None:
+        """Decode one frame; cancellations act now, everything else queues in arrival order."""
         if frame is TOO_LARGE:
-            self._send(jsonrpc.error_frame(None, McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: frame too large")))
+            self._pending.append(Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: frame too large")))
             return
         message = jsonrpc.decode(frame)  # type: ignore[arg-type]
+        if isinstance(message, Notification) and message.method == "notifications/cancelled":
+            self._cancel(message.params.get("requestId"))
+        else:
+            self._pending.append(message)
+
+    def _dispatch(self, message: Message) -> None:
         if isinstance(message, Request):
             self._accept_request(message)
-        elif isinstance(message, Notification):
-            self._handle_notification(message)
         elif isinstance(message, Invalid):
             if message.answer:
                 self._send(jsonrpc.error_frame(message.answer_id, message.error))
         elif isinstance(message, Response):
             log.debug("ignoring a response to id %r: this server sent no request", message.id)
+        # other notifications (initialized, roots/list_changed, ...) need nothing from this server
 
     def _accept_request(self, request: Request) -> None:
         if request.id in self._inflight or request.id in self._subscriptions:
@@ -223,7 +263,8 @@ class StdioServer:
             return
         exchange.future = future
         if self._must_finish_first(request):
-            self._await(future)
+            self._blocking = future
+            future.add_done_callback(self._wake_reader)
 
     def _must_finish_first(self, request: Request) -> bool:
         method = request.method
@@ -233,19 +274,13 @@ class StdioServer:
             or (self._session.era is None and self._engine.is_era_distinctive(request))
         )
 
-    def _await(self, future: concurrent.futures.Future[None]) -> None:
-        while not self._stop_requested.is_set():
-            try:
-                future.result(timeout=_BLOCKING_WAIT_SLICE)
-                return
-            except concurrent.futures.TimeoutError:
-                log.warning("still waiting for an era-distinctive request to finish before reading on")
-            except concurrent.futures.CancelledError:
-                return
-
-    def _handle_notification(self, notification: Notification) -> None:
-        if notification.method == "notifications/cancelled":
-            self._cancel(notification.params.get("requestId"))
+    def _wake_reader(self, _future: object) -> None:
+        with self._state_lock:
+            if not self._wake_closed:
+                try:
+                    os.write(self._done_w, b"x")
+                except OSError:
+                    pass  # the pipe is full: the reader will look anyway
 
     def _cancel(self, request_id: Any) -> None:
         if not jsonrpc.is_request_id(request_id):
@@ -254,7 +289,10 @@ class StdioServer:
             if self._subscriptions.remove(request_id):
                 return
         exchange = self._inflight.get(request_id)
-        if exchange is None or exchange.method == "initialize":
+        if exchange is None:
+            self._drop_pending(request_id)
+            return
+        if exchange.method == "initialize":
             return
         with self._output.lock:
             exchange.cancelled_by_client = True
@@ -262,6 +300,14 @@ class StdioServer:
         if exchange.future is not None and exchange.future.cancel():
             with self._output.lock:
                 self._inflight.pop(request_id, None)
+
+    def _drop_pending(self, request_id: Any) -> None:
+        """A request cancelled before it started is never run and never answered."""
+        for message in self._pending:
+            if isinstance(message, Request) and message.id == request_id and type(message.id) is type(request_id):
+                if message.method != "initialize":
+                    self._pending.remove(message)
+                return
 
     # -- workers ---------------------------------------------------------------------------------
     def _execute(self, request: Request, exchange: _Exchange) -> None:
@@ -367,6 +413,7 @@ class StdioServer:
         assert self._executor is not None
         _, still_running = concurrent.futures.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         if still_running:
+            self._clean = False
             log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(still_running))
             self._executor.shutdown(wait=False, cancel_futures=True)
         else:
@@ -374,8 +421,8 @@ class StdioServer:
         self._output.close()
         with self._state_lock:
             self._wake_closed = True
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+            for fd in (self._wake_r, self._wake_w, self._done_r, self._done_w):
+                os.close(fd)
         if self._on_stopped is not None:
             try:
                 self._on_stopped()
@@ -386,3 +433,11 @@ class StdioServer:
 
 def _tagged(method: str, subscription_id: Any, params: dict[str, Any]) -> bytes:
     return jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription_id}}))
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
