@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 from . import __version__
@@ -185,6 +186,11 @@ class Server:
         if start:
             transport.start()
         return transport
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until every transport serving now has stopped (end of input or shutdown)."""
+        deadline = time.monotonic() + timeout
+        return all(transport.wait(max(0.0, deadline - time.monotonic())) for transport in self._live_transports())
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Stop every transport gracefully; safe from any thread. True if all stopped in time."""

@@ -85,9 +85,12 @@ class Tool:
         output_schema: dict[str, Any] | None = None,
         annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
+        requires: dict[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.requires = requires or {}
+        """Client capabilities this tool needs, e.g. `{"elicitation": {}}`; calls without them fail."""
         self._shape: FunctionShape | None = None
         if input_schema is None:
             self._shape = describe_function(fn, context_type=Context, passthrough_types=_PASSTHROUGH)

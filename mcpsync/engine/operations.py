@@ -231,11 +231,39 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
     if tool is None or (engine.tool_filter is not None and not engine.tool_filter(tool)):
         raise invalid_params(f"Unknown tool: {name}", {"name": name})
     tool.validate(arguments)
+    if tool.requires:
+        missing = missing_capabilities(tool.requires, _client_capabilities(call))
+        if missing:
+            if call.era is Era.MODERN:
+                raise McpError(
+                    ErrorCode.MISSING_CLIENT_CAPABILITY,
+                    f"Tool '{name}' requires client capabilities this request did not declare",
+                    {"requiredCapabilities": missing},
+                )
+            return error_result(f"Tool '{name}' requires client capabilities the client did not declare: {', '.join(missing)}")
     tool_call = ToolCall(name, arguments, make_context(call), call)
     result = _chain(engine, tool)(tool_call)
     if not version_at_least(call.protocol_version, "2025-06-18"):
         result.pop("structuredContent", None)
     return result
+
+
+def _client_capabilities(call: Call) -> dict[str, Any]:
+    return call.envelope.client_capabilities if call.envelope is not None else call.session.client_capabilities
+
+
+def missing_capabilities(required: dict[str, Any], declared: dict[str, Any]) -> dict[str, Any]:
+    """The part of `required` that `declared` lacks (nested objects name sub-capabilities)."""
+    missing: dict[str, Any] = {}
+    for key, needed in required.items():
+        have = declared.get(key)
+        if not isinstance(have, dict):
+            missing[key] = needed
+        elif isinstance(needed, dict) and needed:
+            deeper = missing_capabilities(needed, have)
+            if deeper:
+                missing[key] = deeper
+    return missing
 
 
 def _chain(engine: "Engine", tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:

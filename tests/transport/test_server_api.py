@@ -1,0 +1,99 @@
+"""The Server face over real pipes: runtime changes, shutdown from any thread, required capabilities."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mcpsync import Context, Server, Service, Tool
+
+from .._timeouts import LONG
+from .pipes import PipeClient, modern
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def service_with(name: str, **tool_options: object) -> Service:
+    service = Service(name)
+    service.add_tool(Tool(lambda: name, name=name, **tool_options))  # type: ignore[arg-type]
+    return service
+
+
+def test_add_and_remove_service_at_runtime_change_what_is_listed_and_callable() -> None:
+    server = Server("api", services=[service_with("first")])
+    with PipeClient(server) as client:
+        client.initialize()
+        server.add_service(service_with("second"))
+        response, before = client.request("tools/list", {}, id=2)
+        assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
+        assert [tool["name"] for tool in response["result"]["tools"]] == ["first", "second"]
+        server.remove_service("first")
+        response, _ = client.request("tools/call", {"name": "first"}, id=3)
+        assert response["error"]["code"] == -32602
+
+
+def test_a_tool_filter_change_is_announced_by_refresh_tools() -> None:
+    hidden = {"secret"}
+    server = Server("api", services=[service_with("open"), service_with("secret")], tool_filter=lambda tool: tool.name not in hidden)
+    with PipeClient(server) as client:
+        client.initialize()
+        response, _ = client.request("tools/list", {}, id=2)
+        assert [tool["name"] for tool in response["result"]["tools"]] == ["open"]
+        hidden.clear()
+        server.refresh_tools()
+        response, before = client.request("tools/list", {}, id=3)
+        assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
+        assert [tool["name"] for tool in response["result"]["tools"]] == ["open", "secret"]
+
+
+def test_shutdown_from_another_thread_cancels_running_tools_and_answers_them() -> None:
+    started = threading.Event()
+    service = Service("slow")
+
+    @service.tool
+    def wait_for_cancel(ctx: Context) -> str:
+        started.set()
+        return "cancelled" if ctx.wait_cancelled(LONG) else "timed out"
+
+    server = Server("api", services=[service])
+    client = PipeClient(server)
+    client.initialize()
+    client.request_nowait("tools/call", {"name": "wait_for_cancel"}, id="slow")
+    assert started.wait(LONG)
+    stopper = threading.Thread(target=server.shutdown, args=(LONG,), name="test-stopper")
+    stopper.start()
+    stopper.join(LONG)
+    assert not stopper.is_alive()
+    assert server.wait(0)
+    frames = client.finish()
+    assert frames == [{"jsonrpc": "2.0", "id": "slow", "result": {"content": [{"type": "text", "text": "cancelled"}], "isError": False}}]
+
+
+def test_a_tool_needing_a_capability_is_32021_without_it_in_2026() -> None:
+    server = Server("api", services=[service_with("asks", requires={"elicitation": {}})])
+    with PipeClient(server) as client:
+        response, _ = client.request("tools/call", modern({"name": "asks"}), id=1)
+        assert response["error"]["code"] == -32021
+        assert response["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
+        params = modern({"name": "asks"})
+        params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = {"elicitation": {"form": {}}}
+        response, _ = client.request("tools/call", params, id=2)
+        assert response["result"]["content"][0]["text"] == "asks"
+
+
+def test_a_tool_needing_a_capability_is_a_tool_error_in_the_handshake_era() -> None:
+    server = Server("api", services=[service_with("asks", requires={"sampling": {}})])
+    with PipeClient(server) as client:
+        client.initialize()
+        response, _ = client.request("tools/call", {"name": "asks"}, id=2)
+        assert response["result"]["isError"] is True
+        assert "sampling" in response["result"]["content"][0]["text"]
+
+
+def test_server_is_a_context_manager_that_shuts_down() -> None:
+    with Server("api", services=[service_with("x")]) as server:
+        client = PipeClient(server)
+        client.initialize()
+    assert server.wait(0)
+    client.finish()
