@@ -191,9 +191,10 @@ def decode_cursor(cursor: Any) -> int:
         text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
     except (binascii.Error, UnicodeError, ValueError):
         raise invalid_params("Invalid cursor") from None
-    if not text.startswith(_CURSOR_PREFIX) or not text[len(_CURSOR_PREFIX) :].isdigit():
+    digits = text[len(_CURSOR_PREFIX) :]
+    if not text.startswith(_CURSOR_PREFIX) or not digits.isdigit() or len(digits) > 12:
         raise invalid_params("Invalid cursor")
-    return int(text[len(_CURSOR_PREFIX) :])
+    return int(digits)
 
 
 def paginate(items: Sequence[T], params: dict[str, Any], page_size: int) -> tuple[Sequence[T], str | None]:

@@ -102,7 +102,11 @@ def to_block(value: Any) -> dict[str, Any]:
 
 
 def is_block_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(is_content_block(item) for item in value)
+    """A list meant as content: blocks, possibly mixed with strings (captions), at least one block."""
+    if not isinstance(value, list) or not value:
+        return False
+    blocks = [is_content_block(item) for item in value]
+    return any(blocks) and all(block or isinstance(item, str) for item, block in zip(value, blocks))
 
 
 def text_contents(uri: str, value: Any, mime_type: str | None) -> list[dict[str, Any]]:

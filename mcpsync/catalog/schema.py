@@ -43,7 +43,7 @@ def _same(value: Any) -> Any:
 # Annotation -> (schema, converter). Schemas are copied on use, so this table stays constant.
 _SCALARS: dict[Any, tuple[dict[str, Any], Convert]] = {
     str: ({"type": "string"}, _same),
-    int: ({"type": "integer"}, _same),
+    int: ({"type": "integer"}, int),  # JSON 1.0 is a valid integer; the tool still gets 1
     float: ({"type": "number"}, float),  # JSON 3 is a valid number; the tool still gets 3.0
     bool: ({"type": "boolean"}, _same),
     NoneType: ({"type": "null"}, _same),

@@ -135,16 +135,19 @@ class Engine:
             outcome = self._dispatch(call)
         for interceptor in self.interceptors:
             outcome = self._guard(lambda: interceptor.after_execute(call, outcome), call)
+        if isinstance(outcome, Success):
+            outcome = self._finish(call, outcome.result)
         if claimed and not isinstance(outcome, Success):
             call.session.release_initialize()
         return outcome
 
     def _dispatch(self, call: Call) -> Outcome:
+        """The bare outcome: interceptors' `before_execute`, then the operation (results undressed)."""
         try:
             for interceptor in self.interceptors:
                 replacement = interceptor.before_execute(call)
                 if replacement is not None:
-                    return self._finish(call, replacement)
+                    return Success(replacement)
             result = operations.OPERATIONS[call.method](self, call)
         except McpError as exc:
             return Failure(exc)
@@ -152,7 +155,7 @@ class Engine:
             return Failure(self._internal_error(call))
         if isinstance(result, (Subscribed, NoResponse)):
             return result
-        return self._finish(call, result)
+        return Success(result)
 
     def _guard(self, hook: Callable[[], Outcome], call: Call) -> Outcome:
         try:
@@ -174,7 +177,9 @@ class Engine:
         return Success(result, claims)
 
     def dress_modern(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
-        """Add what every 2026-07-28 result carries: resultType, serverInfo, cache hints."""
+        """A copy of `result` with what every 2026-07-28 result carries: resultType, serverInfo,
+        cache hints. (A copy, so a result an interceptor caches never leaks into another era.)"""
+        result = {**result}
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
         result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {META_SERVER_INFO: self.server_info}

@@ -268,8 +268,8 @@ def missing_capabilities(required: dict[str, Any], declared: dict[str, Any]) -> 
 
 def _chain(engine: "Engine", tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
     def innermost(tool_call: ToolCall) -> dict[str, Any]:
-        if tool_call.arguments is not tool_call.call.params.get("arguments"):
-            tool.validate(tool_call.arguments)  # an interceptor replaced them: check again
+        if engine.interceptors:
+            tool.validate(tool_call.arguments)  # an interceptor may have changed them: check again
         return _run_tool(tool, tool_call)
 
     proceed = innermost

@@ -19,6 +19,8 @@ from typing import Any, Union
 
 import ujson
 
+from ..errors import McpsyncError
+
 RequestId = Union[str, int]
 
 
@@ -36,11 +38,12 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_PROTOCOL_VERSION = -32022  # 2026-07-28
 
 
-class McpError(Exception):
-    """A protocol-level failure that is answered to the peer as a JSON-RPC error.
+class McpError(McpsyncError):
+    """A JSON-RPC error, with its `code`, `message` and `data`.
 
-    Raised anywhere below the engine when the *peer* got something wrong (or when a handler wants
-    the client to see a specific JSON-RPC error); the engine turns it into the error response.
+    On the server side it is raised when the *peer* got something wrong (or when a handler wants the
+    client to see a specific error); the engine answers it. On the client side it is what a call
+    raises when the server answered with an error.
     """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
