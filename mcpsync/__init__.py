@@ -11,6 +11,15 @@ import logging
 __version__ = "0.1.0"
 
 from .catalog.content import Audio as Audio  # noqa: E402
+from .client import ClientSession as ClientSession  # noqa: E402
+from .client import ListChanged as ListChanged  # noqa: E402
+from .client import ResourceUpdated as ResourceUpdated  # noqa: E402
+from .client import connect as connect  # noqa: E402
+from .errors import CallTimeout as CallTimeout  # noqa: E402
+from .errors import ConnectionLost as ConnectionLost  # noqa: E402
+from .errors import McpsyncError as McpsyncError  # noqa: E402
+from .errors import ProtocolViolation as ProtocolViolation  # noqa: E402
+from .errors import SessionClosed as SessionClosed  # noqa: E402
 from .catalog.content import Image as Image  # noqa: E402
 from .catalog.content import ToolError as ToolError  # noqa: E402
 from .catalog.content import ToolResult as ToolResult  # noqa: E402
@@ -32,6 +41,15 @@ logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 __all__ = [
     "Audio",
     "Call",
+    "CallTimeout",
+    "ClientSession",
+    "ConnectionLost",
+    "ListChanged",
+    "McpsyncError",
+    "ProtocolViolation",
+    "ResourceUpdated",
+    "SessionClosed",
+    "connect",
     "Context",
     "ErrorCode",
     "Image",

@@ -1,0 +1,515 @@
+"""A blocking MCP client session that speaks both protocol eras.
+
+Strategy: the connection's reader thread hands every message to `_on_message`, which completes the
+waiting call (by id), routes progress to that call's callback, turns list changes into listen events,
+and answers the server's own requests (handshake era) on a short-lived thread so the reader never
+blocks. Callers block in `request()` on a `Future` with a deadline; on timeout the request is
+cancelled on the wire and `CallTimeout` is raised. When the connection is lost, every pending call
+fails at once with `ConnectionLost`.
+
+Opening (`mode`): "auto" probes `server/discover` and falls back to `initialize` when the server
+does not speak 2026-07-28 (a -32022 naming a version we speak re-probes with it); "legacy" and
+"modern" force an era.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import threading
+from typing import Any, Callable, Iterator, Mapping
+
+from .. import __version__
+from ..errors import CallTimeout, ConnectionLost, ProtocolViolation, SessionClosed
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
+from ..protocol.versions import (
+    HANDSHAKE_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    META_SUBSCRIPTION_ID,
+    MODERN_VERSIONS,
+    Era,
+)
+from .listen import Listener
+
+log = logging.getLogger("mcpsync.client")
+
+DEFAULT_TIMEOUT = 30.0
+PROBE_TIMEOUT = 10.0
+MODES = ("auto", "legacy", "modern")
+
+Progress = Callable[[float, "float | None", "str | None"], None]
+"""Called with (progress, total, message) for each progress notification of a call."""
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+"""Answers a server request (its params) with a result; raise McpError to answer an error."""
+
+
+class _Pending:
+    __slots__ = ("future", "progress", "progress_token")
+
+    def __init__(self, progress: Progress | None, progress_token: Any) -> None:
+        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.progress = progress
+        self.progress_token = progress_token
+
+
+class ClientSession:
+    """One conversation with one MCP server. Thread-safe: many threads may call at once.
+
+    Args:
+        connection: a `StdioConnection` or `HttpConnection` (not started).
+        mode: "auto", "legacy" or "modern" (see the module docstring).
+        timeout: the default deadline of every call, in seconds.
+        client_info: what the client says about itself.
+        roots, sampling, elicitation: callbacks answering the server's `roots/list`,
+            `sampling/createMessage` and `elicitation/create`; declaring one declares the
+            capability. Without one, the server's request is answered -32601.
+        on_log: called with the params of each `notifications/message`.
+    """
+
+    def __init__(
+        self,
+        connection: Any,
+        *,
+        mode: str = "auto",
+        timeout: float = DEFAULT_TIMEOUT,
+        client_info: Mapping[str, Any] | None = None,
+        roots: Handler | None = None,
+        sampling: Handler | None = None,
+        elicitation: Handler | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self._connection = connection
+        self._mode = mode
+        self.timeout = timeout
+        self.client_info = dict(client_info or {"name": "mcpsync", "version": __version__})
+        self._handlers: dict[str, Handler] = {}
+        self.capabilities: dict[str, Any] = {}
+        for method, handler, capability in (
+            ("roots/list", roots, "roots"),
+            ("sampling/createMessage", sampling, "sampling"),
+            ("elicitation/create", elicitation, "elicitation"),
+        ):
+            if handler is not None:
+                self._handlers[method] = handler
+                self.capabilities[capability] = {}
+        self._on_log = on_log
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[Any, _Pending] = {}
+        self._by_token: dict[Any, _Pending] = {}
+        self._listeners: dict[Any, Listener] = {}  # by subscription id (modern) or listener key (handshake)
+        self._lost: Exception | None = None
+        self._closed = False
+        self.era: Era | None = None
+        self.protocol_version: str | None = None
+        self.server_info: dict[str, Any] = {}
+        self.server_capabilities: dict[str, Any] = {}
+        self.instructions: str | None = None
+
+    # -- opening and closing ---------------------------------------------------------------------
+    def open(self) -> "ClientSession":
+        """Start the connection and agree on an era; returns self."""
+        self._connection.start(self._on_message, self._on_lost)
+        try:
+            if self._mode == "legacy":
+                self._initialize()
+            elif self._mode == "modern":
+                self._discover(LATEST_MODERN_VERSION, fall_back=False)
+            else:
+                self._discover(LATEST_MODERN_VERSION, fall_back=True)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _discover(self, version: str, *, fall_back: bool) -> None:
+        self.era, self.protocol_version = Era.MODERN, version
+        try:
+            result = self.request("server/discover", {}, timeout=min(self.timeout, PROBE_TIMEOUT))
+        except McpError as exc:
+            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+            if exc.code == ErrorCode.UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list):
+                ours = [v for v in MODERN_VERSIONS if v in supported]
+                if ours and ours[0] != version:
+                    return self._discover(ours[0], fall_back=fall_back)
+                if not fall_back:
+                    raise
+            elif not fall_back:
+                raise
+            log.debug("server/discover failed (%s); falling back to initialize", exc)
+            return self._initialize()
+        except CallTimeout:
+            if not fall_back:
+                raise
+            log.debug("server/discover timed out; falling back to initialize")
+            return self._initialize()
+        self.server_capabilities = result.get("capabilities") or {}
+        self.instructions = result.get("instructions")
+        self.server_info = (result.get("_meta") or {}).get(META_SERVER_INFO) or {}
+
+    def _initialize(self) -> None:
+        self.era, self.protocol_version = Era.HANDSHAKE, None
+        params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": self.capabilities, "clientInfo": self.client_info}
+        result = self.request("initialize", params)
+        version = result.get("protocolVersion")
+        if version not in HANDSHAKE_VERSIONS:
+            raise ProtocolViolation(f"the server offered protocol version {version!r}, which this client does not speak")
+        self.protocol_version = version
+        self.server_capabilities = result.get("capabilities") or {}
+        self.server_info = result.get("serverInfo") or {}
+        self.instructions = result.get("instructions")
+        self.notify("notifications/initialized")
+
+    def close(self) -> None:
+        """End the session: close listeners, fail pending calls, stop the connection. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            listeners = list(self._listeners.values())
+            self._listeners.clear()
+        for listener in listeners:
+            listener._finish()
+        self._fail_pending(SessionClosed("the session was closed"))
+        self._connection.close()
+
+    def __enter__(self) -> "ClientSession":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- requests --------------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Send a request and wait for its result; raises McpError for an error answer,
+        CallTimeout at the deadline (after cancelling the request), ConnectionLost if the server
+        goes away."""
+        request_id = next(self._ids)
+        pending = self._register(request_id, progress)
+        try:
+            self._send_request(request_id, method, params, pending.progress_token)
+            return self._wait(request_id, method, pending, self.timeout if timeout is None else timeout)
+        finally:
+            self._unregister(request_id, pending)
+
+    def _register(self, request_id: Any, progress: Progress | None) -> _Pending:
+        pending = _Pending(progress, f"mcpsync-{request_id}" if progress is not None else None)
+        with self._lock:
+            if self._closed:
+                raise SessionClosed("the session is closed")
+            if self._lost is not None:
+                raise ConnectionLost(str(self._lost)) from self._lost
+            self._pending[request_id] = pending
+            if pending.progress_token is not None:
+                self._by_token[pending.progress_token] = pending
+        return pending
+
+    def _unregister(self, request_id: Any, pending: _Pending) -> None:
+        with self._lock:
+            self._pending.pop(request_id, None)
+            if pending.progress_token is not None:
+                self._by_token.pop(pending.progress_token, None)
+
+    def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any) -> None:
+        params = dict(params or {})
+        meta = dict(params.get("_meta") or {})
+        if progress_token is not None:
+            meta["progressToken"] = progress_token
+        if self.era is Era.MODERN:
+            meta.update(self.envelope())
+        if meta:
+            params["_meta"] = meta
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params:
+            message["params"] = params
+        self._connection.send(message)
+
+    def envelope(self) -> dict[str, Any]:
+        """The 2026-07-28 `_meta` keys every request of this session carries."""
+        return {
+            META_PROTOCOL_VERSION: self.protocol_version,
+            META_CLIENT_CAPABILITIES: self.capabilities,
+            META_CLIENT_INFO: self.client_info,
+        }
+
+    def _wait(self, request_id: Any, method: str, pending: _Pending, timeout: float) -> Any:
+        try:
+            return pending.future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            if method not in ("initialize",):
+                self._cancel_on_wire(request_id, f"timed out after {timeout} s")
+            raise CallTimeout(f"{method} got no answer within {timeout} s") from None
+
+    def _cancel_on_wire(self, request_id: Any, reason: str) -> None:
+        try:
+            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        except ConnectionLost:
+            pass
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self._connection.send(jsonrpc.notification_frame(method, params))
+
+    # -- the catalog -----------------------------------------------------------------------------
+    def _list_all(self, method: str, key: str, timeout: float | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            result = self.request(method, {"cursor": cursor} if cursor is not None else {}, timeout=timeout)
+            items.extend(result.get(key) or [])
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return items
+            if cursor in seen:
+                raise ProtocolViolation(f"{method}: the server repeated a cursor; stopping instead of looping")
+            seen.add(cursor)
+
+    def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """Every tool, following pagination."""
+        return self._list_all("tools/list", "tools", timeout)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Call a tool; returns its `CallToolResult` (check `isError` for tool failures)."""
+        params = {"name": name, "arguments": dict(arguments or {})}
+        return self.request("tools/call", params, progress=progress, timeout=timeout)
+
+    def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        return self._list_all("prompts/list", "prompts", timeout)
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        return self.request("prompts/get", {"name": name, "arguments": dict(arguments or {})}, timeout=timeout)
+
+    def list_resources(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        return self._list_all("resources/list", "resources", timeout)
+
+    def list_resource_templates(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        return self._list_all("resources/templates/list", "resourceTemplates", timeout)
+
+    def read_resource(self, uri: str, *, timeout: float | None = None) -> dict[str, Any]:
+        return self.request("resources/read", {"uri": uri}, timeout=timeout)
+
+    def complete(
+        self,
+        ref: Mapping[str, Any],
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """`completion/complete`: `ref` is {"type": "ref/prompt", "name": ...} or
+        {"type": "ref/resource", "uri": ...}; returns the `completion` object."""
+        params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+        if context:
+            params["context"] = {"arguments": dict(context)}
+        return self.request("completion/complete", params, timeout=timeout).get("completion", {})
+
+    # -- listening -------------------------------------------------------------------------------
+    def listen(
+        self,
+        *,
+        tools: bool = True,
+        prompts: bool = True,
+        resources: bool = False,
+        resource_uris: tuple[str, ...] | list[str] = (),
+        timeout: float | None = None,
+    ) -> Listener:
+        """Subscribe to changes; returns an iterator of events (close it to unsubscribe).
+
+        In 2026-07-28 this opens a `subscriptions/listen`; in the handshake era it delivers the
+        server's unsolicited list changes and subscribes to `resource_uris` with resources/subscribe.
+        """
+        wanted = {"tools": tools, "prompts": prompts, "resources": resources}
+        uris = tuple(resource_uris)
+        if self.era is Era.MODERN:
+            return self._listen_modern(wanted, uris, self.timeout if timeout is None else timeout)
+        return self._listen_handshake(wanted, uris, timeout)
+
+    def _listen_modern(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float) -> Listener:
+        request_id = f"listen-{next(self._ids)}"
+        filter_ = {f"{kind}ListChanged": True for kind, on in wanted.items() if on}
+        if uris:
+            filter_["resourceSubscriptions"] = list(uris)
+        listener = Listener(request_id, lambda: self._stop_modern(request_id))
+        pending = self._register(request_id, None)
+        with self._lock:
+            self._listeners[request_id] = listener
+        try:
+            self._send_request(request_id, "subscriptions/listen", {"notifications": filter_}, None)
+            if not listener._wait_ack(timeout, pending.future):
+                self._cancel_on_wire(request_id, "no acknowledgement")
+                raise CallTimeout(f"subscriptions/listen was not acknowledged within {timeout} s")
+        except BaseException:
+            with self._lock:
+                self._listeners.pop(request_id, None)
+            self._unregister(request_id, pending)
+            raise
+        pending.future.add_done_callback(lambda _f: self._listen_ended(request_id, pending))
+        return listener
+
+    def _listen_ended(self, request_id: Any, pending: _Pending) -> None:
+        """The server completed the listen (graceful shutdown) or the connection was lost."""
+        self._unregister(request_id, pending)
+        with self._lock:
+            listener = self._listeners.pop(request_id, None)
+        if listener is not None:
+            listener._finish()
+
+    def _stop_modern(self, request_id: Any) -> None:
+        with self._lock:
+            listener = self._listeners.pop(request_id, None)
+            pending = self._pending.pop(request_id, None)
+        if listener is not None and pending is not None and not self._closed:
+            self._cancel_on_wire(request_id, "listener closed")
+
+    def _listen_handshake(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float | None) -> Listener:
+        key = object()
+        listener = Listener(None, lambda: self._stop_handshake(key, uris), kinds=frozenset(k for k, on in wanted.items() if on), uris=uris)
+        with self._lock:
+            self._listeners[key] = listener
+        for uri in uris:
+            self.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+        listener._acknowledge({"handshake": True})
+        return listener
+
+    def _stop_handshake(self, key: object, uris: tuple[str, ...]) -> None:
+        with self._lock:
+            self._listeners.pop(key, None)
+        for uri in uris:
+            try:
+                self.request("resources/unsubscribe", {"uri": uri})
+            except (McpError, ConnectionLost, SessionClosed, CallTimeout) as exc:
+                log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+
+    # -- the reader's side -----------------------------------------------------------------------
+    def _on_message(self, message: Message) -> None:
+        if isinstance(message, Response):
+            self._on_response(message)
+        elif isinstance(message, Notification):
+            self._on_notification(message)
+        elif isinstance(message, Request):
+            self._on_server_request(message)
+
+    def _on_response(self, response: Response) -> None:
+        with self._lock:
+            pending = self._pending.get(response.id)
+        if pending is None:
+            return  # a call that timed out or was cancelled
+        if response.error is not None:
+            error = response.error
+            _settle(pending.future, error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
+        elif not isinstance(response.result, dict):
+            _settle(pending.future, error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
+        else:
+            _settle(pending.future, result=response.result)
+
+    def _on_notification(self, notification: Notification) -> None:
+        method, params = notification.method, notification.params
+        if method == "notifications/progress":
+            with self._lock:
+                pending = self._by_token.get(params.get("progressToken"))
+            if pending is not None and pending.progress is not None:
+                _safely(pending.progress, params.get("progress"), params.get("total"), params.get("message"))
+            return
+        if method == "notifications/message":
+            if self._on_log is not None:
+                _safely(self._on_log, params)
+            return
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        subscription_id = meta.get(META_SUBSCRIPTION_ID)
+        with self._lock:
+            if subscription_id is not None:
+                targets = [self._listeners[subscription_id]] if subscription_id in self._listeners else []
+            else:
+                targets = [listener for listener in self._listeners.values() if listener.subscription_id is None]
+        for listener in targets:
+            listener._deliver(method, params)
+
+    def _on_server_request(self, request: Request) -> None:
+        if request.method == "ping":
+            self._answer(request.id, {})
+            return
+        handler = self._handlers.get(request.method)
+        if handler is None:
+            self._answer_error(request.id, jsonrpc.method_not_found(request.method))
+            return
+        threading.Thread(target=self._run_handler, args=(handler, request), name="mcpsync-client-callback", daemon=True).start()
+
+    def _run_handler(self, handler: Handler, request: Request) -> None:
+        try:
+            self._answer(request.id, handler(request.params))
+        except McpError as exc:
+            self._answer_error(request.id, exc)
+        except Exception as exc:
+            log.exception("the %s callback failed", request.method)
+            self._answer_error(request.id, McpError(ErrorCode.INTERNAL_ERROR, f"client callback failed: {type(exc).__name__}"))
+
+    def _answer(self, request_id: Any, result: dict[str, Any]) -> None:
+        try:
+            self._connection.send(jsonrpc.result_frame(request_id, result))
+        except ConnectionLost:
+            pass
+
+    def _answer_error(self, request_id: Any, error: McpError) -> None:
+        try:
+            self._connection.send(jsonrpc.error_frame(request_id, error))
+        except ConnectionLost:
+            pass
+
+    def _on_lost(self, error: Exception) -> None:
+        with self._lock:
+            self._lost = error
+            listeners = list(self._listeners.values())
+            self._listeners.clear()
+        self._fail_pending(error)
+        for listener in listeners:
+            listener._finish(error)
+
+    def _fail_pending(self, error: Exception) -> None:
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+            self._by_token.clear()
+        for entry in pending:
+            _settle(entry.future, error=error)
+
+
+def _safely(callback: Callable[..., Any], *args: Any) -> None:
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("a client callback raised")
+
+
+def _settle(future: concurrent.futures.Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
+    """Complete a future once; a second answer (a late duplicate) is ignored."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
