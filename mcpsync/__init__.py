@@ -11,10 +11,6 @@ import logging
 __version__ = "0.1.0"
 
 from .catalog.content import Audio as Audio  # noqa: E402
-from .client import ClientSession as ClientSession  # noqa: E402
-from .client import ListChanged as ListChanged  # noqa: E402
-from .client import ResourceUpdated as ResourceUpdated  # noqa: E402
-from .client import connect as connect  # noqa: E402
 from .errors import CallTimeout as CallTimeout  # noqa: E402
 from .errors import ConnectionLost as ConnectionLost  # noqa: E402
 from .errors import McpsyncError as McpsyncError  # noqa: E402
@@ -37,6 +33,17 @@ from .protocol.jsonrpc import McpError as McpError  # noqa: E402
 from .server import Server as Server  # noqa: E402
 
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
+
+_CLIENT_NAMES = frozenset({"ClientSession", "ListChanged", "ResourceUpdated", "connect"})
+
+
+def __getattr__(name: str) -> object:
+    # The client (subprocess, queues) is imported on first use, so `mcpsync serve` starts faster.
+    if name in _CLIENT_NAMES:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
 
 __all__ = [
     "Audio",

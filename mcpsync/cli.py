@@ -106,3 +106,149 @@ def serve(target: str | None, name: str | None, log_level: str, max_frame_bytes:
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)
+
+
+# -- the client commands ---------------------------------------------------------------------------
+
+EXIT_TOOL_ERROR = 1
+EXIT_FAILURE = 3
+
+
+def _client_options(command):  # type: ignore[no-untyped-def]
+    command = click.argument("server", nargs=-1, required=True, metavar="-- COMMAND...")(command)
+    command = click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Deadline of each request, in seconds.")(command)
+    command = click.option(
+        "--mode",
+        type=click.Choice(["auto", "legacy", "modern"]),
+        default="auto",
+        show_default=True,
+        help="Protocol era: probe 2026-07-28 and fall back (auto), or force one.",
+    )(command)
+    return command
+
+
+class _ClientFailure(click.ClickException):
+    exit_code = EXIT_FAILURE
+
+
+def _open(server: tuple[str, ...], mode: str, timeout: float):  # type: ignore[no-untyped-def]
+    from .client import connect
+    from .errors import McpsyncError
+
+    try:
+        return connect(list(server), mode=mode, timeout=timeout)
+    except McpsyncError as exc:
+        raise _ClientFailure(f"cannot talk to {' '.join(server)}: {exc}") from exc
+
+
+def _print_json(value: object) -> None:
+    import json
+
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+@cli.command()
+@_client_options
+@click.option("--json", "as_json", is_flag=True, help="Print the full tool definitions as JSON.")
+def tools(server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> None:
+    """List the tools of the MCP server started by COMMAND.
+
+    \b
+    Example:
+      mcpsync tools -- mcpsync serve
+    """
+    from .errors import McpsyncError
+
+    with _open(server, mode, timeout) as session:
+        try:
+            listed = session.list_tools()
+        except McpsyncError as exc:
+            raise _ClientFailure(str(exc)) from exc
+    if as_json:
+        _print_json(listed)
+        return
+    width = max((len(tool["name"]) for tool in listed), default=0)
+    for tool in listed:
+        summary = (tool.get("description") or "").strip().splitlines()
+        click.echo(f"{tool['name']:<{width}}  {summary[0] if summary else ''}".rstrip())
+
+
+@cli.command()
+@click.argument("tool")
+@click.option("--args", "arguments", default="{}", show_default=True, help="Tool arguments as a JSON object.")
+@_client_options
+@click.option("--json", "as_json", is_flag=True, help="Print the whole CallToolResult as JSON.")
+def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> None:
+    """Call TOOL on the MCP server started by COMMAND and print its result.
+
+    Exits 1 when the tool reports an error (isError), 3 when the call itself fails.
+
+    \b
+    Example:
+      mcpsync call add --args '{"a": 2, "b": 3}' -- mcpsync serve
+    """
+    import json
+
+    from .errors import McpsyncError
+
+    try:
+        parsed = json.loads(arguments)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from exc
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--args")
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        click.echo(f"progress: {done}{f'/{total}' if total is not None else ''}{f' {message}' if message else ''}", err=True)
+
+    with _open(server, mode, timeout) as session:
+        try:
+            result = session.call_tool(tool, parsed, progress=progress)
+        except McpsyncError as exc:
+            raise _ClientFailure(str(exc)) from exc
+    if as_json:
+        _print_json(result)
+    else:
+        for block in result.get("content") or []:
+            click.echo(block["text"] if block.get("type") == "text" else json.dumps(block, ensure_ascii=False))
+    if result.get("isError"):
+        sys.exit(EXIT_TOOL_ERROR)
+
+
+@cli.command()
+@_client_options
+@click.option("--count", type=click.IntRange(min=1), help="Stop after this many events.")
+@click.option("--resource", "resources", multiple=True, metavar="URI", help="Also watch this resource (repeatable).")
+def listen(server: tuple[str, ...], mode: str, timeout: float, count: int | None, resources: tuple[str, ...]) -> None:
+    """Print the list changes (and resource updates) of the MCP server started by COMMAND.
+
+    One line per event, as it arrives, until the server ends, Ctrl-C, or --count events.
+
+    \b
+    Example:
+      mcpsync listen --resource file:///notes -- mcpsync serve app.py
+    """
+    from .client import ListChanged
+    from .errors import McpsyncError
+
+    with _open(server, mode, timeout) as session:
+        try:
+            listener = session.listen(tools=True, prompts=True, resources=True, resource_uris=resources)
+        except McpsyncError as exc:
+            raise _ClientFailure(str(exc)) from exc
+        click.echo(f"listening ({session.era.value if session.era else '?'} era)", err=True)
+        seen = 0
+        with listener:
+            try:
+                for event in listener:
+                    if isinstance(event, ListChanged):
+                        click.echo(f"{event.kind} list changed")
+                    else:
+                        click.echo(f"resource updated {event.uri}")
+                    seen += 1
+                    if count is not None and seen >= count:
+                        break
+            except KeyboardInterrupt:
+                pass
+        if listener.error is not None:
+            raise _ClientFailure(str(listener.error))
