@@ -17,6 +17,7 @@ from .errors import McpsyncError as McpsyncError  # noqa: E402
 from .errors import ProtocolViolation as ProtocolViolation  # noqa: E402
 from .errors import SessionClosed as SessionClosed  # noqa: E402
 from .catalog.content import Image as Image  # noqa: E402
+from .catalog.content import ResourceNotFound as ResourceNotFound  # noqa: E402
 from .catalog.content import ToolError as ToolError  # noqa: E402
 from .catalog.content import ToolResult as ToolResult  # noqa: E402
 from .catalog.context import Context as Context  # noqa: E402
@@ -64,6 +65,7 @@ __all__ = [
     "McpError",
     "Prompt",
     "Resource",
+    "ResourceNotFound",
     "ResourceTemplate",
     "Server",
     "Service",

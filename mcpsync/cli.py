@@ -37,75 +37,136 @@ def cli() -> None:
 @click.argument("target", required=False)
 @click.option("--name", help="Server name reported to clients (default: the target's, or 'mcpsync-demo').")
 @click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="CMD|URL",
+    help="Proxy another MCP server: a command line (quoted) or an http(s) URL. Repeatable.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="A TOML gateway config, or the mcpServers JSON of Claude Desktop, Cursor or VS Code.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="warning",
-    show_default=True,
-    help="Threshold of the log written to stderr.",
+    default=None,
+    help="Threshold of the log written to stderr.  [default: warning]",
 )
 @click.option(
     "--max-frame-bytes",
     type=click.IntRange(min=1024),
-    default=DEFAULT_MAX_FRAME_BYTES,
-    show_default=True,
-    help="Longest accepted input line; longer ones are answered -32600 and skipped.",
+    default=None,
+    help=f"Longest accepted input line; longer ones are answered -32600 and skipped.  [default: {DEFAULT_MAX_FRAME_BYTES}]",
 )
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=16,
-    show_default=True,
-    help="Requests served concurrently (threads).",
-)
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Requests served concurrently (threads).  [default: 16]")
 @click.option(
     "--page-size",
     type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="Entries per page of tools/list, prompts/list and the resource lists.",
+    default=None,
+    help="Entries per page of tools/list, prompts/list and the resource lists.  [default: 100]",
 )
-def serve(target: str | None, name: str | None, log_level: str, max_frame_bytes: int, workers: int, page_size: int) -> None:
+def serve(
+    target: str | None,
+    name: str | None,
+    upstreams: tuple[str, ...],
+    config_path: str | None,
+    log_level: str | None,
+    max_frame_bytes: int | None,
+    workers: int | None,
+    page_size: int | None,
+) -> None:
     """Serve MCP over stdio, both protocol eras on one connection.
 
     TARGET is what to serve: a Python file (app.py) or module (package.module), optionally
-    followed by :ATTR naming a Server, a Service, or a function returning one. Without
-    TARGET, the embedded demo service is served.
+    followed by :ATTR naming a Server, a Service, or a function returning one. With
+    --upstream or --config, other MCP servers are proxied behind it (a gateway). With none of
+    these, the embedded demo service is served.
 
     \b
     Examples:
       mcpsync serve
       mcpsync serve app.py
       mcpsync serve mypackage.tools:service --name tools --log-level info
+      mcpsync serve --upstream "npx -y @modelcontextprotocol/server-everything"
+      mcpsync serve --config ~/.config/Claude/claude_desktop_config.json
     """
-    _configure_logging(log_level)
-    from .demo import build_demo_service
-    from .loader import TargetError, load_target
-    from .server import Server, isolate_stdio
+    from .config import ConfigError, GatewayConfig, load_config, upstream_from_argument
+
+    try:
+        config = load_config(config_path) if config_path else GatewayConfig("<command line>")
+        config.upstreams += [upstream_from_argument(value, index) for index, value in enumerate(upstreams, 1)]
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    settings = config.server
+    _configure_logging(log_level or settings.get("log_level", "warning"))
+    from .server import isolate_stdio
 
     wire = isolate_stdio()  # before user code runs: its import-time prints must not reach the client
-
-    options = dict(workers=workers, max_frame_bytes=max_frame_bytes, page_size=page_size)
-    if target is None:
-        server = Server(name or "mcpsync-demo", services=[build_demo_service()], **options)  # type: ignore[arg-type]
-    else:
-        try:
-            loaded = load_target(target)
-        except TargetError as exc:
-            wire.restore()
-            raise click.ClickException(str(exc)) from exc
-        if isinstance(loaded, Server):
-            server = loaded
-            server.workers, server.max_frame_bytes, server.engine.page_size = workers, max_frame_bytes, page_size
-            if name:
-                server.engine.server_info["name"] = name
-        else:
-            server = Server(name or loaded.name, services=[loaded], **options)  # type: ignore[arg-type]
-    if not server.serve_stdio(wire):
+    try:
+        server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
+    except click.ClickException:
+        wire.restore()
+        raise
+    clean = server.serve_stdio(wire)
+    server.close(timeout=0)
+    if not clean:
         # Requests still running past the shutdown deadline would keep the interpreter alive (Python
         # joins worker threads at exit); the user asked us to stop, so leave without them.
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _build_server(target, config, name, settings, max_frame_bytes, workers, page_size):  # type: ignore[no-untyped-def]
+    """The Server that `serve` runs: the target's (or the demo's) plus config services and upstreams."""
+    from .demo import build_demo_service
+    from .loader import TargetError, load_target
+    from .server import Server
+
+    given = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size}
+    # What the command line or the config file says; a loaded Server keeps its own values otherwise.
+    options = {key: value if value is not None else settings.get(key) for key, value in given.items()}
+    options = {key: value for key, value in options.items() if value is not None}
+    server_name = name or settings.get("name")
+    try:
+        loaded = [load_target(spec) for spec in ([target] if target else []) + config.services]
+    except TargetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not loaded and not config.upstreams:
+        loaded = [build_demo_service()]
+        server_name = server_name or "mcpsync-demo"
+    if loaded and isinstance(loaded[0], Server):
+        server = loaded[0]
+        server.workers = options.get("workers", server.workers)
+        server.max_frame_bytes = options.get("max_frame_bytes", server.max_frame_bytes)
+        server.engine.page_size = options.get("page_size", server.engine.page_size)
+        if server_name:
+            server.engine.server_info["name"] = server_name
+    else:
+        first = loaded[0].name if loaded else "mcpsync-gateway"
+        server = Server(server_name or first, settings.get("version", __version__), **options)
+        if loaded:
+            server.add_service(loaded[0])
+    for extra in loaded[1:]:
+        for service in extra.catalog.services if isinstance(extra, Server) else [extra]:
+            server.add_service(service)
+    for upstream in config.upstreams:
+        server.add_remote(
+            upstream.name,
+            upstream.url or upstream.command,
+            env=upstream.env or None,
+            cwd=upstream.cwd,
+            headers=upstream.headers or None,
+            mode=upstream.mode,
+            prefix=upstream.prefix,
+            allow=upstream.allow,
+            deny=upstream.deny,
+            timeout=upstream.timeout,
+        )
+    return server
 
 
 # -- the client commands ---------------------------------------------------------------------------

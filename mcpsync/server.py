@@ -14,13 +14,15 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
 from .catalog.catalog import Catalog
+from .catalog.remote import RemoteOptions, RemoteSource
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
+from .protocol.versions import Era
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
@@ -111,6 +113,55 @@ class Server:
     def refresh_resources(self) -> None:
         self.catalog.refresh({"resources"})
 
+    # -- upstream servers (the gateway) ------------------------------------------------------
+    def add_remote(
+        self,
+        name: str,
+        target: Sequence[str] | str,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        mode: str = "auto",
+        prefix: str = "",
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] = (),
+        timeout: float = 60.0,
+    ) -> RemoteSource:
+        """Proxy an upstream MCP server behind this one: `target` is a command list (started as
+        a child, with `env` and `cwd`) or an http(s) URL (with `headers`).
+
+        Its tools and prompts (named `prefix + name`; `allow`/`deny` filter tools by their
+        upstream names) and its resources join the catalog after the local ones; local entries
+        win clashes, then earlier upstreams. Connects now (waiting up to `timeout` for the first
+        attempt) and reconnects with backoff if the upstream dies.
+        """
+        options = RemoteOptions(
+            prefix=prefix,
+            allow=frozenset(allow) if allow is not None else None,
+            deny=frozenset(deny),
+            call_timeout=timeout,
+            start_timeout=timeout,
+        )
+        from .client import connection_for
+
+        def connector(on_change: Callable[[str, dict[str, Any]], None], on_lost: Callable[[Exception], None]) -> Any:
+            from .client.session import ClientSession
+
+            connection = connection_for(target, env=env, cwd=cwd, headers=headers)
+            session = ClientSession(connection, mode=mode, timeout=timeout, on_change=on_change, on_lost=on_lost).open()
+            if session.era is Era.MODERN:  # a 2026-07-28 server only tells a listener about changes
+                session.listen(tools=True, prompts=True, resources=True, queue_events=False)
+            return session
+
+        remote = RemoteSource(name, connector, options)
+        self.catalog.add_remote(remote)
+        return remote
+
+    def remove_remote(self, name: str) -> None:
+        """Stop proxying an upstream (its child is stopped); clients are told."""
+        self.catalog.remove_remote(name)
+
     def notify_resource_updated(self, uri: str) -> None:
         """Tell subscribed clients that the content at `uri` changed (subscriptions to a parent
         URI count: an update of `file:///a/b` reaches a subscription to `file:///a`)."""
@@ -198,11 +249,17 @@ class Server:
             transports = tuple(self._transports)
         return all([transport.shutdown(timeout) for transport in transports])
 
+    def close(self, timeout: float | None = None) -> bool:
+        """`shutdown()` every transport, then stop every upstream. True if all stopped in time."""
+        stopped = self.shutdown(timeout)
+        self.catalog.close_remotes()
+        return stopped
+
     def __enter__(self) -> "Server":
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
+        self.close()
 
 
 def isolate_stdio() -> "StdioWire":

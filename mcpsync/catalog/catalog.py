@@ -89,6 +89,8 @@ class Catalog:
         self._services: list[Service] = []
         self._listeners: list[ChangeListener] = []
         self._update_listeners: list[UpdateListener] = []
+        self._remotes: list[Any] = []  # RemoteSource, in the order added: earlier ones win clashes
+        self._warned: set[tuple[str, str, str]] = set()
         for service in services:
             self._attach(service)
         self._snapshot = build_snapshot(self._services)
@@ -109,6 +111,104 @@ class Catalog:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+
+    # -- remote sources ------------------------------------------------------------------------
+    @property
+    def remotes(self) -> tuple[Any, ...]:
+        return tuple(self._remotes)
+
+    def add_remote(self, remote: Any) -> None:
+        """Serve a `RemoteSource`'s entries after the local ones; connects it (bounded wait)."""
+        with self._lock:
+            if any(existing.name == remote.name for existing in self._remotes):
+                raise ValueError(f"an upstream named {remote.name!r} is already served")
+            self._remotes.append(remote)
+        remote.start(self._remote_changed, self.resource_updated)
+
+    def remove_remote(self, name: str) -> Any:
+        with self._lock:
+            found = next((r for r in self._remotes if r.name == name), None)
+            if found is None:
+                raise KeyError(f"no upstream named {name!r}")
+            self._remotes.remove(found)
+        found.close()
+        self._remote_changed(KINDS)
+        return found
+
+    def close_remotes(self) -> None:
+        with self._lock:
+            remotes, self._remotes = self._remotes, []
+        for remote in remotes:
+            remote.close()
+
+    def _remote_changed(self, kinds: frozenset[str]) -> None:
+        with self._lock:
+            listeners = tuple(self._listeners)
+        for listener in listeners:
+            listener(frozenset(kinds))
+
+    # -- merged views: local entries first, then each upstream's, first one wins ----------------
+    def list_tools(self) -> tuple[Any, ...]:
+        return self._merged("tool", self._snapshot.tools, lambda r: r.tools(), lambda e: e.name)
+
+    def find_tool(self, name: str) -> Any:
+        tool = self._snapshot.tool_index.get(name)
+        if tool is None and self._remotes:
+            tool = next((t for t in self.list_tools() if t.name == name), None)
+        return tool
+
+    def list_prompts(self) -> tuple[Any, ...]:
+        return self._merged("prompt", self._snapshot.prompts, lambda r: r.prompts(), lambda e: e.name)
+
+    def find_prompt(self, name: str) -> Any:
+        prompt = self._snapshot.prompt_index.get(name)
+        if prompt is None and self._remotes:
+            prompt = next((p for p in self.list_prompts() if p.name == name), None)
+        return prompt
+
+    def list_resources(self) -> tuple[Any, ...]:
+        return self._merged("resource", self._snapshot.resources, lambda r: r.resources(), lambda e: e.uri)
+
+    def list_templates(self) -> tuple[Any, ...]:
+        return self._merged("resource template", self._snapshot.templates, lambda r: r.templates(), lambda e: e.uri_template)
+
+    def find_resource(self, uri: str) -> tuple[Any, dict[str, str]] | None:
+        """The resource at `uri` (local first), or the first template matching it, with its variables."""
+        found = self._snapshot.find_resource(uri)
+        if found is not None or not self._remotes:
+            return found
+        for resource in self.list_resources():
+            if resource.uri == uri:
+                return resource, {}
+        for template in self.list_templates():
+            variables = template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    def find_template(self, uri_template: str) -> Any:
+        return next((t for t in self.list_templates() if t.uri_template == uri_template), None)
+
+    def _merged(self, kind: str, local: tuple[Any, ...], remote_entries: Callable[[Any], tuple[Any, ...]], key: Callable[[Any], str]) -> tuple[Any, ...]:
+        if not self._remotes:
+            return local
+        merged = list(local)
+        owner = {key(entry): "local services" for entry in local}
+        for remote in tuple(self._remotes):
+            for entry in remote_entries(remote):
+                name = key(entry)
+                if name in owner:
+                    self._warn_shadowed(kind, name, remote.name, owner[name])
+                    continue
+                owner[name] = f"upstream {remote.name!r}"
+                merged.append(entry)
+        return tuple(merged)
+
+    def _warn_shadowed(self, kind: str, name: str, loser: str, winner: str) -> None:
+        marker = (kind, name, loser)
+        if marker not in self._warned:
+            self._warned.add(marker)
+            log.warning("%s %r of upstream %r is shadowed by %s (use a prefix to expose both)", kind, name, loser, winner)
 
     def add_update_listener(self, listener: UpdateListener) -> None:
         with self._lock:

@@ -60,6 +60,12 @@ class ToolError(Exception):
     this message, and no traceback is logged."""
 
 
+class ResourceNotFound(LookupError):
+    """Raise from a resource function when the URI names nothing: the client gets its era's
+    resource-not-found error (-32002 in the handshake era, -32602 with data.uri in 2026-07-28).
+    A `FileNotFoundError` is answered the same way."""
+
+
 def dumps_text(value: Any) -> str:
     return ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False, allow_nan=False)
 

@@ -43,6 +43,7 @@ class Context:
         notify: Notify,
         cancel_event: threading.Event,
         wants_log: Callable[[str], bool],
+        on_cancel: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.request_id = request_id
         self.era = era
@@ -53,6 +54,7 @@ class Context:
         self._notify = notify
         self._cancel_event = cancel_event
         self._wants_log = wants_log
+        self._on_cancel = on_cancel
         self._last_progress: float | None = None
         self._progress_lock = threading.Lock()
 
@@ -60,6 +62,19 @@ class Context:
     def cancelled(self) -> bool:
         """True once the client cancelled this request (or the server is shutting down)."""
         return self._cancel_event.is_set()
+
+    @property
+    def wants_progress(self) -> bool:
+        """True when the client asked for progress (so reporting it is worth the work)."""
+        return self._progress_token is not None
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run `callback` (on another thread) as soon as the request is cancelled; at once if it
+        already is. For work that cannot poll `cancelled`, such as a call to another server."""
+        if self._on_cancel is not None:
+            self._on_cancel(callback)
+        elif self.cancelled:
+            callback()
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to `timeout` seconds, waking early on cancellation; returns `cancelled`.

@@ -237,6 +237,12 @@ class Prompt:
             wire["arguments"] = arguments
         return wire
 
+    def complete(self, argument: str, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        """The `completion/complete` result for one of this prompt's arguments."""
+        if argument not in {arg.name for arg in self.arguments}:
+            raise invalid_params(f"Prompt '{self.name}' has no argument '{argument}'")
+        return completion_result(self.completions.get(argument), value, given)
+
     def get(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
         """The `GetPromptResult`; raises -32602 for missing, unknown or mistyped arguments."""
         known = {arg.name: arg for arg in self.arguments}
@@ -332,7 +338,7 @@ class ResourceTemplate:
         self.description = description if description is not None else (fn.__doc__ and fn.__doc__.strip()) or None
         self.mime_type = mime_type
         self.variables = tuple(match.group(2) for match in _TEMPLATE_VAR.finditer(uri_template))
-        self._pattern = re.compile(_template_regex(uri_template))
+        self._pattern = template_pattern(uri_template)
         self._context_param = _context_param(fn)
         self.completions: dict[str, Completer] = dict(complete or {})
         unknown = set(self.completions) - set(self.variables)
@@ -348,9 +354,20 @@ class ResourceTemplate:
         found = self._pattern.fullmatch(uri)
         return found.groupdict() if found else None
 
+    def complete(self, argument: str, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        """The `completion/complete` result for one of this template's variables."""
+        if argument not in self.variables:
+            raise invalid_params(f"Resource template '{self.uri_template}' has no variable '{argument}'")
+        return completion_result(self.completions.get(argument), value, given)
+
     def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
         value = _call_with_context(self.fn, dict(variables), self._context_param, ctx)
         return content.text_contents(uri, value, self.mime_type)
+
+
+def template_pattern(template: str) -> "re.Pattern[str]":
+    """A regex matching the URIs of an RFC 6570 level-1/2 template, with a group per variable."""
+    return re.compile(_template_regex(template))
 
 
 def _template_regex(template: str) -> str:

@@ -87,6 +87,24 @@ class ArgumentValidator:
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(instance))
         if error is None:
             return None
-        where = "/".join(str(part) for part in error.absolute_path)
+        path = [str(part) for part in error.absolute_path]
+        offending = _offending_property(error)
+        where = "/".join(path)
         field = f" at '{where}'" if where else ""
-        return invalid_params(f"Invalid arguments for {self._what}{field}: {error.message}", {"field": where or None})
+        return invalid_params(
+            f"Invalid arguments for {self._what}{field}: {error.message}",
+            {"field": "/".join(path + [offending]) if offending else (where or None)},
+        )
+
+
+def _offending_property(error: jsonschema.ValidationError) -> str | None:
+    """For an error about an object's keys (missing or unexpected), the key it is about."""
+    instance = error.instance
+    if not isinstance(instance, dict):
+        return None
+    if error.validator == "required":
+        return next((name for name in error.validator_value if name not in instance), None)
+    if error.validator == "additionalProperties":
+        known = error.schema.get("properties", {})
+        return next((name for name in instance if name not in known), None)
+    return None

@@ -37,9 +37,23 @@ def connect(
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
+    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=session_options.pop("headers", None))
+    return ClientSession(connection, mode=mode, timeout=timeout, **session_options).open()
+
+
+def connection_for(
+    target: Sequence[str] | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stderr: IO[Any] | int | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """The connection for a target: a command list → a child process; an http(s) URL → HTTP."""
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
-            raise NotImplementedError("Streamable HTTP connections are not available yet; pass a command list")
-        raise TypeError("pass the command as a list of program and arguments, e.g. ['mcpsync', 'serve']")
-    connection = StdioConnection(target, env=env, cwd=cwd, stderr=stderr)
-    return ClientSession(connection, mode=mode, timeout=timeout, **session_options).open()
+            from .http import HttpConnection
+
+            return HttpConnection(target, headers=dict(headers or {}))
+        raise TypeError("pass a command as a list of program and arguments (e.g. ['mcpsync', 'serve']) or an http(s) URL")
+    return StdioConnection(target, env=env, cwd=cwd, stderr=stderr)

@@ -51,12 +51,14 @@ class Listener:
         *,
         kinds: frozenset[str] | None = None,
         uris: tuple[str, ...] = (),
+        queue_events: bool = True,
     ) -> None:
         self.subscription_id = subscription_id
         self.accepted: dict[str, Any] = {}
         self._stop = stop
         self._kinds = kinds
         self._uris = uris
+        self._queue_events = queue_events
         self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._acked = threading.Event()
         self._closed = False
@@ -125,6 +127,8 @@ class Listener:
             notifications = params.get("notifications")
             self._acknowledge(notifications if isinstance(notifications, dict) else {})
             return
+        if not self._queue_events:
+            return  # kept open only so the server sends changes (seen through on_change)
         kind = _KIND_OF_METHOD.get(method)
         if kind is not None:
             if self._kinds is None or kind in self._kinds:

@@ -50,6 +50,16 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Answers a server request (its params) with a result; raise McpError to answer an error."""
 
 
+_CHANGE_METHODS = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+    }
+)
+
+
 class _Pending:
     __slots__ = ("future", "progress", "progress_token")
 
@@ -71,6 +81,10 @@ class ClientSession:
             `sampling/createMessage` and `elicitation/create`; declaring one declares the
             capability. Without one, the server's request is answered -32601.
         on_log: called with the params of each `notifications/message`.
+        on_change: called on the connection's reader thread with (method, params) of every list
+            change and resource update, before any response that arrives after it is delivered
+            (a gateway relays changes this way, ahead of the result of the call that caused them).
+        on_lost: called once when the connection is lost, after every pending call has failed.
     """
 
     def __init__(
@@ -84,6 +98,8 @@ class ClientSession:
         sampling: Handler | None = None,
         elicitation: Handler | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
+        on_change: Callable[[str, dict[str, Any]], None] | None = None,
+        on_lost: Callable[[Exception], None] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -102,6 +118,8 @@ class ClientSession:
                 self._handlers[method] = handler
                 self.capabilities[capability] = {}
         self._on_log = on_log
+        self._on_change = on_change
+        self._on_lost_callback = on_lost
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[Any, _Pending] = {}
@@ -200,13 +218,18 @@ class ClientSession:
         """Send a request and wait for its result; raises McpError for an error answer,
         CallTimeout at the deadline (after cancelling the request), ConnectionLost if the server
         goes away."""
+        return self.start_request(method, params, progress=progress).result(timeout)
+
+    def start_request(self, method: str, params: dict[str, Any] | None = None, *, progress: Progress | None = None) -> "PendingCall":
+        """Send a request without waiting; the returned call can be waited for or cancelled."""
         request_id = next(self._ids)
         pending = self._register(request_id, progress)
         try:
             self._send_request(request_id, method, params, pending.progress_token)
-            return self._wait(request_id, method, pending, self.timeout if timeout is None else timeout)
-        finally:
+        except BaseException:
             self._unregister(request_id, pending)
+            raise
+        return PendingCall(self, request_id, method, pending)
 
     def _register(self, request_id: Any, progress: Progress | None) -> _Pending:
         pending = _Pending(progress, f"mcpsync-{request_id}" if progress is not None else None)
@@ -247,14 +270,6 @@ class ClientSession:
             META_CLIENT_CAPABILITIES: self.capabilities,
             META_CLIENT_INFO: self.client_info,
         }
-
-    def _wait(self, request_id: Any, method: str, pending: _Pending, timeout: float) -> Any:
-        try:
-            return pending.future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            if method not in ("initialize",):
-                self._cancel_on_wire(request_id, f"timed out after {timeout} s")
-            raise CallTimeout(f"{method} got no answer within {timeout} s") from None
 
     def _cancel_on_wire(self, request_id: Any, reason: str) -> None:
         try:
@@ -336,24 +351,27 @@ class ClientSession:
         resources: bool = False,
         resource_uris: tuple[str, ...] | list[str] = (),
         timeout: float | None = None,
+        queue_events: bool = True,
     ) -> Listener:
         """Subscribe to changes; returns an iterator of events (close it to unsubscribe).
 
         In 2026-07-28 this opens a `subscriptions/listen`; in the handshake era it delivers the
         server's unsolicited list changes and subscribes to `resource_uris` with resources/subscribe.
+        With `queue_events=False` the listener only keeps the subscription open (for a session
+        whose `on_change` callback consumes the changes).
         """
         wanted = {"tools": tools, "prompts": prompts, "resources": resources}
         uris = tuple(resource_uris)
         if self.era is Era.MODERN:
-            return self._listen_modern(wanted, uris, self.timeout if timeout is None else timeout)
+            return self._listen_modern(wanted, uris, self.timeout if timeout is None else timeout, queue_events)
         return self._listen_handshake(wanted, uris, timeout)
 
-    def _listen_modern(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float) -> Listener:
+    def _listen_modern(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float, queue_events: bool = True) -> Listener:
         request_id = f"listen-{next(self._ids)}"
         filter_ = {f"{kind}ListChanged": True for kind, on in wanted.items() if on}
         if uris:
             filter_["resourceSubscriptions"] = list(uris)
-        listener = Listener(request_id, lambda: self._stop_modern(request_id))
+        listener = Listener(request_id, lambda: self._stop_modern(request_id), queue_events=queue_events)
         pending = self._register(request_id, None)
         with self._lock:
             self._listeners[request_id] = listener
@@ -438,6 +456,8 @@ class ClientSession:
             if self._on_log is not None:
                 _safely(self._on_log, params)
             return
+        if self._on_change is not None and method in _CHANGE_METHODS:
+            _safely(self._on_change, method, params)
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         subscription_id = meta.get(META_SUBSCRIPTION_ID)
         with self._lock:
@@ -487,6 +507,8 @@ class ClientSession:
         self._fail_pending(error)
         for listener in listeners:
             listener._finish(error)
+        if self._on_lost_callback is not None:
+            _safely(self._on_lost_callback, error)
 
     def _fail_pending(self, error: Exception) -> None:
         with self._lock:
@@ -495,6 +517,35 @@ class ClientSession:
             self._by_token.clear()
         for entry in pending:
             _settle(entry.future, error=error)
+
+
+class PendingCall:
+    """A request on its way: `result()` waits for it, `cancel()` withdraws it."""
+
+    def __init__(self, session: ClientSession, request_id: Any, method: str, pending: _Pending) -> None:
+        self.id = request_id
+        self.method = method
+        self._session = session
+        self._pending = pending
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        """Wait for the answer (the session's default timeout unless given); see `request()`."""
+        limit = self._session.timeout if timeout is None else timeout
+        try:
+            return self._pending.future.result(limit)
+        except concurrent.futures.TimeoutError:
+            if self.method != "initialize":
+                self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
+            raise CallTimeout(f"{self.method} got no answer within {limit} s") from None
+        finally:
+            self._session._unregister(self.id, self._pending)
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""
+        if self._pending.future.done():
+            return
+        self._session._cancel_on_wire(self.id, reason)
+        _settle(self._pending.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

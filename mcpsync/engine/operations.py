@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..catalog.catalog import paginate
 from ..catalog.context import Context
-from ..catalog.content import ToolError
+from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.service import Tool, completion_result, error_result, resource_not_found
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import (
@@ -187,13 +187,14 @@ def make_context(call: Call) -> Context:
         notify=call.exchange.notify,
         cancel_event=call.exchange.cancel_event,
         wants_log=wants_log,
+        on_cancel=getattr(call.exchange, "on_cancel", None),
     )
 
 
 # -- tools ----------------------------------------------------------------------------------------
 
 def _visible_tools(engine: "Engine") -> tuple[Tool, ...]:
-    tools = engine.catalog.snapshot.tools
+    tools = engine.catalog.list_tools()
     if engine.tool_filter is None:
         return tools
     return tuple(tool for tool in tools if engine.tool_filter(tool))
@@ -227,7 +228,7 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
         arguments = {}
     elif not isinstance(arguments, dict):
         raise invalid_params("tools/call: params.arguments must be an object")
-    tool = engine.catalog.snapshot.tool_index.get(name)
+    tool = engine.catalog.find_tool(name)
     if tool is None or (engine.tool_filter is not None and not engine.tool_filter(tool)):
         raise invalid_params(f"Unknown tool: {name}", {"name": name})
     tool.validate(arguments)
@@ -297,7 +298,7 @@ def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
 # -- prompts --------------------------------------------------------------------------------------
 
 def list_prompts(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(engine.catalog.snapshot.prompts, call.params, engine.page_size)
+    page, next_cursor = paginate(engine.catalog.list_prompts(), call.params, engine.page_size)
     result: dict[str, Any] = {"prompts": [prompt.definition() for prompt in page]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
@@ -311,7 +312,7 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
     arguments = call.params.get("arguments") or {}
     if not isinstance(arguments, dict):
         raise invalid_params("prompts/get: params.arguments must be an object")
-    prompt = engine.catalog.snapshot.prompt_index.get(name)
+    prompt = engine.catalog.find_prompt(name)
     if prompt is None:
         raise invalid_params(f"Unknown prompt: {name}", {"name": name})
     try:
@@ -326,7 +327,7 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
 # -- resources ------------------------------------------------------------------------------------
 
 def list_resources(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(engine.catalog.snapshot.resources, call.params, engine.page_size)
+    page, next_cursor = paginate(engine.catalog.list_resources(), call.params, engine.page_size)
     result: dict[str, Any] = {"resources": [resource.definition() for resource in page]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
@@ -334,7 +335,7 @@ def list_resources(engine: "Engine", call: Call) -> dict[str, Any]:
 
 
 def list_resource_templates(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(engine.catalog.snapshot.templates, call.params, engine.page_size)
+    page, next_cursor = paginate(engine.catalog.list_templates(), call.params, engine.page_size)
     result: dict[str, Any] = {"resourceTemplates": [template.definition() for template in page]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
@@ -345,7 +346,7 @@ def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
     uri = call.params.get("uri")
     if not isinstance(uri, str):
         raise invalid_params("resources/read: params.uri must be a string")
-    found = engine.catalog.snapshot.find_resource(uri)
+    found = engine.catalog.find_resource(uri)
     if found is None:
         raise resource_not_found(uri, modern=call.era is Era.MODERN)
     entry, variables = found
@@ -354,6 +355,8 @@ def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
         contents = entry.read(uri, variables, ctx)
     except McpError:
         raise
+    except (ResourceNotFound, FileNotFoundError):
+        raise resource_not_found(uri, modern=call.era is Era.MODERN) from None
     except Exception as exc:
         log.exception("resource %r raised", uri)
         raise McpError(ErrorCode.INTERNAL_ERROR, f"Reading resource failed: {type(exc).__name__}", {"uri": uri}) from exc
@@ -374,25 +377,21 @@ def complete(engine: "Engine", call: Call) -> dict[str, Any]:
     given = (context.get("arguments") or {}) if isinstance(context, dict) else {}
     if not isinstance(given, dict):
         raise invalid_params("completion/complete: context.arguments must be an object")
-    snapshot = engine.catalog.snapshot
+    catalog = engine.catalog
     if ref.get("type") == "ref/prompt":
         name = ref.get("name")
-        prompt = snapshot.prompt_index.get(name) if isinstance(name, str) else None
+        prompt = catalog.find_prompt(name) if isinstance(name, str) else None
         if prompt is None:
             raise invalid_params(f"Unknown prompt: {ref.get('name')}")
-        if arg_name not in {arg.name for arg in prompt.arguments}:
-            raise invalid_params(f"Prompt '{prompt.name}' has no argument '{arg_name}'")
-        return completion_result(prompt.completions.get(arg_name), value, given)
+        return prompt.complete(arg_name, value, given)
     if ref.get("type") == "ref/resource":
         uri = ref.get("uri")
-        template = snapshot.find_template(uri) if isinstance(uri, str) else None
+        template = catalog.find_template(uri) if isinstance(uri, str) else None
         if template is None:
-            if isinstance(uri, str) and uri in snapshot.resource_index:
+            if isinstance(uri, str) and catalog.find_resource(uri) is not None:
                 return completion_result(None, value, given)
             raise invalid_params(f"Unknown resource template: {uri}")
-        if arg_name not in template.variables:
-            raise invalid_params(f"Resource template '{uri}' has no variable '{arg_name}'")
-        return completion_result(template.completions.get(arg_name), value, given)
+        return template.complete(arg_name, value, given)
     raise invalid_params("completion/complete: ref.type must be 'ref/prompt' or 'ref/resource'")
 
 

@@ -51,7 +51,7 @@ _MAX_PENDING = 1024
 class _Exchange:
     """One in-flight request: its cancellation and its request-scoped notifications."""
 
-    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_output")
+    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_output", "_callbacks", "_lock")
 
     def __init__(self, request_id: Any, method: str, output: Output) -> None:
         self.request_id = request_id
@@ -61,6 +61,27 @@ class _Exchange:
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None
         self._output = output
+        self._callbacks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the request is cancelled (at once if it already is)."""
+        with self._lock:
+            if not self.cancel_event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def cancel(self) -> None:
+        """Mark the request cancelled and run its cancel callbacks (e.g. cancel an upstream call)."""
+        with self._lock:
+            self.cancel_event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("a cancel callback failed")
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))
@@ -146,7 +167,8 @@ class StdioServer:
                     pass  # the pipe is full: the reader has been woken already
 
     def shutdown(self, timeout: float | None = None) -> bool:
-        """Graceful shutdown from any thread; returns True once everything has stopped."""
+        """Graceful shutdown from any thread. True once everything has stopped and every request
+        finished in time; False if serving is still ending or requests outlived the deadline."""
         self.request_shutdown()
         if not self._started or (self._thread is not None and self._thread is threading.current_thread()):
             return self._stopped.is_set()
@@ -154,7 +176,7 @@ class StdioServer:
         stopped = self._stopped.wait(budget)
         if self._thread is not None:
             self._thread.join(max(0.0, budget))
-        return stopped
+        return stopped and self._clean
 
     def wait(self, timeout: float) -> bool:
         """Wait until serving has ended; True if it has."""
@@ -296,7 +318,7 @@ class StdioServer:
             return
         with self._output.lock:
             exchange.cancelled_by_client = True
-        exchange.cancel_event.set()
+        exchange.cancel()
         if exchange.future is not None and exchange.future.cancel():
             with self._output.lock:
                 self._inflight.pop(request_id, None)
@@ -409,7 +431,7 @@ class StdioServer:
         pending = [exchange.future for exchange in list(self._inflight.values()) if exchange.future is not None]
         if graceful:
             for exchange in list(self._inflight.values()):
-                exchange.cancel_event.set()
+                exchange.cancel()
         assert self._executor is not None
         _, still_running = concurrent.futures.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         if still_running:

@@ -243,8 +243,8 @@ def test_a_tool_is_called_with_its_arguments(h: EngineHarness) -> None:
     ({"a": 1, "b": 2.5}, "b", ["'b'", "integer"]),
     ({"a": True, "b": 1}, "a", ["'a'", "integer"]),
     ({"a": None, "b": 1}, "a", ["'a'", "integer"]),
-    ({"a": 1}, None, ["'b'", "required"]),
-    ({"a": 1, "b": 2, "c": 3}, None, ["'c'"]),
+    ({"a": 1}, "b", ["'b'", "required"]),
+    ({"a": 1, "b": 2, "c": 3}, "c", ["'c'"]),
 ])
 def test_arguments_that_do_not_match_the_schema_are_invalid_params_naming_the_field(
     h: EngineHarness, arguments: dict, field: str | None, words: list[str]

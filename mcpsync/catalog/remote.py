@@ -1,0 +1,340 @@
+"""A remote MCP server's tools, prompts and resources, mirrored into the catalog.
+
+Strategy: a `RemoteSource` owns one client session with the upstream and one supervisor thread
+(`mcpsync-remote-NAME`) that (re)connects it with backoff. Lists are fetched lazily and cached per
+kind; the upstream's own change notifications arrive on its reader thread, where the cache is marked
+stale *before* the change is relayed, so a client that re-lists on the notification sees fresh
+data, and the relay precedes the result of the call that caused it. The next listing refreshes once
+(concurrent listers share one fetch); a failed refresh is an error, repeated without asking the
+upstream again until a cooldown passes. A lost upstream's entries disappear (a change is
+published), calls to it fail with a clear error, and the supervisor reconnects it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import McpsyncError
+from ..protocol.jsonrpc import ErrorCode, McpError
+from .context import Context
+from .service import template_pattern
+
+log = logging.getLogger("mcpsync")
+
+KINDS = ("tools", "prompts", "resources")
+_LIST_METHOD = {"tools": "list_tools", "prompts": "list_prompts", "resources": "list_resources"}
+_KIND_OF = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+_PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
+
+
+def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
+    """An upstream result without its own era's dressing (mcpsync dresses it for the downstream)."""
+    clean = {k: v for k, v in result.items() if k not in ("resultType", "ttlMs", "cacheScope")}
+    meta = clean.get("_meta")
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META_PREFIX)}
+        if kept:
+            clean["_meta"] = kept
+        else:
+            del clean["_meta"]
+    return clean
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """How one upstream is exposed."""
+
+    prefix: str = ""
+    allow: frozenset[str] | None = None  # upstream tool names to expose (None: all)
+    deny: frozenset[str] = frozenset()
+    call_timeout: float = 60.0
+    refresh_cooldown: float = 5.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    start_timeout: float = 30.0
+
+
+class RemoteTool:
+    """A tool of an upstream, under the name the gateway exposes."""
+
+    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+        self.source = source
+        self.upstream_name = definition["name"]
+        self.name = source.options.prefix + self.upstream_name
+        self.requires: dict[str, Any] = {}
+        self._definition = {**definition, "name": self.name}
+
+    def definition(self) -> dict[str, Any]:
+        return dict(self._definition)
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        """The upstream validates its own arguments."""
+
+    def invoke(self, arguments: dict[str, Any], ctx: Context) -> Any:
+        params = {"name": self.upstream_name, "arguments": arguments}
+        return self.source.forward("tools/call", params, ctx)
+
+    def to_result(self, value: Any) -> dict[str, Any]:
+        return value
+
+
+class RemotePrompt:
+    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+        self.source = source
+        self.upstream_name = definition["name"]
+        self.name = source.options.prefix + self.upstream_name
+        self.arguments = tuple(definition.get("arguments") or ())
+        self._definition = {**definition, "name": self.name}
+
+    def definition(self) -> dict[str, Any]:
+        return dict(self._definition)
+
+    def get(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        return self.source.forward("prompts/get", {"name": self.upstream_name, "arguments": arguments}, ctx)
+
+    def complete(self, argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
+        ref = {"type": "ref/prompt", "name": self.upstream_name}
+        return self.source.complete(ref, argument, value, given)
+
+
+class RemoteResource:
+    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+        self.source = source
+        self.uri = definition["uri"]
+        self.name = definition.get("name", self.uri)
+        self._definition = definition
+
+    def definition(self) -> dict[str, Any]:
+        return dict(self._definition)
+
+    def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
+        return self.source.forward("resources/read", {"uri": uri}, ctx).get("contents", [])
+
+
+class RemoteTemplate(RemoteResource):
+    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+        self.source = source
+        self.uri_template = definition["uriTemplate"]
+        self.uri = self.uri_template
+        self.name = definition.get("name", self.uri_template)
+        self._definition = definition
+        self._pattern = template_pattern(self.uri_template)
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        found = self._pattern.fullmatch(uri)
+        return found.groupdict() if found else None
+
+    def complete(self, argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
+        ref = {"type": "ref/resource", "uri": self.uri_template}
+        return self.source.complete(ref, argument, value, given)
+
+
+@dataclass
+class _Cache:
+    entries: tuple[Any, ...] = ()
+    stale: bool = True
+    failed_at: float | None = None
+    failure: McpError | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+Connector = Callable[[Callable[[str, dict[str, Any]], None], Callable[[Exception], None]], Any]
+"""Opens a client session with the upstream, wiring the given change and loss callbacks (the
+session's `on_change` and `on_lost`); returns the open session."""
+
+
+class RemoteSource:
+    """One upstream MCP server behind the gateway."""
+
+    def __init__(self, name: str, connector: Connector, options: RemoteOptions | None = None) -> None:
+        self.name = name
+        self.options = options or RemoteOptions()
+        self._connector = connector
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._caches = {kind: _Cache() for kind in (*KINDS, "templates")}
+        self._on_change: Callable[[frozenset[str]], None] = lambda kinds: None
+        self._on_updated: Callable[[str], None] = lambda uri: None
+        self._wake = threading.Event()  # set by close(): stop waiting, whatever for
+        self._closing = False
+        self._first_attempt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: Exception | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self, on_change: Callable[[frozenset[str]], None], on_updated: Callable[[str], None]) -> None:
+        """Connect (waiting up to `start_timeout` for the first attempt) and keep it connected."""
+        self._on_change, self._on_updated = on_change, on_updated
+        self._thread = threading.Thread(target=self._supervise, name=f"mcpsync-remote-{self.name}", daemon=True)
+        self._thread.start()
+        self._first_attempt.wait(self.options.start_timeout)
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            self._closing = True
+            session, self._session = self._session, None
+        self._wake.set()
+        if session is not None:
+            session.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _supervise(self) -> None:
+        delay = self.options.backoff_initial
+        while not self._closing:
+            lost = threading.Event()
+            try:
+                session = self._connector(self._upstream_changed, lambda error: lost.set())
+            except (McpsyncError, OSError) as exc:
+                self.last_error = exc
+                log.warning("upstream %r: cannot connect (%s); retrying in %.1f s", self.name, exc, delay)
+            else:
+                self._serve_session(session, lost)
+                if self._closing:
+                    return
+                delay = self.options.backoff_initial
+            self._first_attempt.set()
+            if self._wake.wait(delay):
+                return
+            delay = min(delay * 2, self.options.backoff_max)
+
+    def _serve_session(self, session: Any, lost: threading.Event) -> None:
+        """Publish the upstream's entries, wait until it is lost (or we close), withdraw them."""
+        with self._lock:
+            if self._closing:
+                session.close()
+                return
+            self._session = session
+        self._mark_all_stale()
+        self._first_attempt.set()
+        log.info("upstream %r connected (%s era)", self.name, session.era.value if session.era else "?")
+        self._on_change(frozenset(KINDS))
+        while not (self._closing or lost.is_set()):
+            self._wake.wait(1.0)  # a loss or close() ends this within a second
+        with self._lock:
+            current, self._session = self._session, None
+        if current is not None:
+            current.close()
+        if not self._closing:
+            self._mark_all_stale()
+            log.warning("upstream %r was lost; its entries are withdrawn; reconnecting", self.name)
+            self._on_change(frozenset(KINDS))
+
+    def _mark_all_stale(self) -> None:
+        for cache in self._caches.values():
+            cache.stale, cache.failure, cache.failed_at = True, None, None
+
+    def _upstream_changed(self, method: str, params: dict[str, Any]) -> None:
+        """On the upstream's reader thread: invalidate first, then relay (our own frames, never
+        the upstream's tag)."""
+        kind = _KIND_OF.get(method)
+        if kind is not None:
+            self._caches[kind].stale = True
+            if kind == "resources":
+                self._caches["templates"].stale = True
+            self._on_change(frozenset((kind,)))
+        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+            self._on_updated(params["uri"])
+
+    # -- listing ---------------------------------------------------------------------------------
+    def tools(self) -> tuple[RemoteTool, ...]:
+        return self._entries("tools")
+
+    def prompts(self) -> tuple[RemotePrompt, ...]:
+        return self._entries("prompts")
+
+    def resources(self) -> tuple[RemoteResource, ...]:
+        return self._entries("resources")
+
+    def templates(self) -> tuple[RemoteTemplate, ...]:
+        return self._entries("templates")
+
+    def _entries(self, kind: str) -> tuple[Any, ...]:
+        cache = self._caches[kind]
+        session = self._session
+        if session is None:
+            return ()
+        if not cache.stale:
+            return cache.entries
+        if not cache.lock.acquire(timeout=self.options.call_timeout):
+            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}': listing {kind} is taking too long")
+        try:
+            if not cache.stale:  # another lister refreshed it while we waited
+                return cache.entries
+            if cache.failure is not None and cache.failed_at is not None:
+                if time.monotonic() - cache.failed_at < self.options.refresh_cooldown:
+                    raise cache.failure
+            try:
+                cache.stale = False  # a change arriving during the fetch marks it stale again
+                cache.entries = self._fetch(session, kind)
+                cache.failure = cache.failed_at = None
+            except McpsyncError as exc:
+                cache.stale = True
+                cache.failure = McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' could not list its {kind}: {exc}")
+                cache.failed_at = time.monotonic()
+                raise cache.failure from exc
+            return cache.entries
+        finally:
+            cache.lock.release()
+
+    def _fetch(self, session: Any, kind: str) -> tuple[Any, ...]:
+        capability = "resources" if kind == "templates" else kind
+        if capability not in session.server_capabilities:
+            return ()
+        timeout = self.options.call_timeout
+        if kind == "tools":
+            return tuple(RemoteTool(self, d) for d in session.list_tools(timeout=timeout) if self._exposed(d.get("name")))
+        if kind == "prompts":
+            return tuple(RemotePrompt(self, d) for d in session.list_prompts(timeout=timeout) if isinstance(d.get("name"), str))
+        if kind == "resources":
+            return tuple(RemoteResource(self, d) for d in session.list_resources(timeout=timeout) if isinstance(d.get("uri"), str))
+        return tuple(
+            RemoteTemplate(self, d) for d in session.list_resource_templates(timeout=timeout) if isinstance(d.get("uriTemplate"), str)
+        )
+
+    def _exposed(self, name: Any) -> bool:
+        if not isinstance(name, str):
+            return False
+        if self.options.allow is not None and name not in self.options.allow:
+            return False
+        return name not in self.options.deny
+
+    # -- forwarding ------------------------------------------------------------------------------
+    def forward(self, method: str, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """Send one request upstream on behalf of a client: progress relayed, cancel forwarded."""
+        session = self._session
+        if session is None:
+            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable", {"upstream": self.name})
+        progress = ctx.progress if ctx.wants_progress else None
+        try:
+            pending = session.start_request(method, params, progress=progress)
+            ctx.on_cancel(lambda: pending.cancel("cancelled by the client"))
+            return strip_era_fields(pending.result(self.options.call_timeout))
+        except McpError:
+            raise
+        except McpsyncError as exc:
+            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' failed: {exc}", {"upstream": self.name}) from exc
+
+    def complete(self, ref: dict[str, Any], argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
+        session = self._session
+        if session is None:
+            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable", {"upstream": self.name})
+        try:
+            completion = session.complete(ref, argument, value, context=given or None, timeout=self.options.call_timeout)
+        except McpError:
+            raise
+        except McpsyncError as exc:
+            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' failed: {exc}") from exc
+        return {"completion": completion}
