@@ -210,13 +210,18 @@ def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
     return wire
 
 
-def list_tools(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(_visible_tools(engine), call.params, engine.page_size)
-    version = call.protocol_version
-    result: dict[str, Any] = {"tools": [_tool_definition(tool, version) for tool in page]}
+def _page(engine: "Engine", call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """One page of a list method's result, with the cursor of the next page if there is one."""
+    page, next_cursor = paginate(entries, call.params, engine.page_size)
+    result: dict[str, Any] = {key: [describe(entry) for entry in page]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
+
+
+def list_tools(engine: "Engine", call: Call) -> dict[str, Any]:
+    version = call.protocol_version
+    return _page(engine, call, _visible_tools(engine), "tools", lambda tool: _tool_definition(tool, version))
 
 
 def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
@@ -298,11 +303,7 @@ def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
 # -- prompts --------------------------------------------------------------------------------------
 
 def list_prompts(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(engine.catalog.list_prompts(), call.params, engine.page_size)
-    result: dict[str, Any] = {"prompts": [prompt.definition() for prompt in page]}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
+    return _page(engine, call, engine.catalog.list_prompts(), "prompts", lambda prompt: prompt.definition())
 
 
 def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
@@ -327,19 +328,11 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
 # -- resources ------------------------------------------------------------------------------------
 
 def list_resources(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(engine.catalog.list_resources(), call.params, engine.page_size)
-    result: dict[str, Any] = {"resources": [resource.definition() for resource in page]}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
+    return _page(engine, call, engine.catalog.list_resources(), "resources", lambda resource: resource.definition())
 
 
 def list_resource_templates(engine: "Engine", call: Call) -> dict[str, Any]:
-    page, next_cursor = paginate(engine.catalog.list_templates(), call.params, engine.page_size)
-    result: dict[str, Any] = {"resourceTemplates": [template.definition() for template in page]}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
+    return _page(engine, call, engine.catalog.list_templates(), "resourceTemplates", lambda template: template.definition())
 
 
 def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
