@@ -20,8 +20,7 @@ What is checked:
    both downstream eras: the upstream's results come through unchanged in the handshake era, and
    dressed as mcpsync's own (resultType, the gateway's serverInfo) with nothing of the upstream's
    era leaking in 2026-07-28.
-3. Its Streamable HTTP mode answers (raw HTTP); connecting mcpsync's client to it waits for the
-   HTTP client (client/http.py) and is skipped until then.
+3. Its Streamable HTTP mode answers (raw HTTP), and mcpsync's client talks to it over HTTP.
 
 A missing node/npm or a failed install fails (never skips) these tests.
 """
@@ -326,7 +325,6 @@ def test_everything_streamable_http_answers(everything_http: str) -> None:
     assert UPSTREAM_TOOLS <= {tool["name"] for tool in listed["result"]["tools"]}, listed
 
 
-@pytest.mark.skip(reason="needs mcpsync's HTTP client (client/http.py), not merged yet")
 def test_client_over_streamable_http(everything_http: str) -> None:
     """mcpsync.connect(URL) against server-everything's Streamable HTTP endpoint. Note for the HTTP
     client: this server answers a `server/discover` probe sent before initialize with HTTP 400 and

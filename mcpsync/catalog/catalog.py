@@ -152,9 +152,10 @@ class Catalog:
         return self._merged("tool", self._snapshot.tools, lambda r: r.tools(), lambda e: e.name)
 
     def find_tool(self, name: str) -> Any:
+        """Local first, then each upstream in order: the first hit is the one `list_tools` shows."""
         tool = self._snapshot.tool_index.get(name)
-        if tool is None and self._remotes:
-            tool = next((t for t in self.list_tools() if t.name == name), None)
+        if tool is None:
+            tool = next((t for r in tuple(self._remotes) if (t := r.find("tools", name)) is not None), None)
         return tool
 
     def list_prompts(self) -> tuple[Any, ...]:
@@ -162,8 +163,8 @@ class Catalog:
 
     def find_prompt(self, name: str) -> Any:
         prompt = self._snapshot.prompt_index.get(name)
-        if prompt is None and self._remotes:
-            prompt = next((p for p in self.list_prompts() if p.name == name), None)
+        if prompt is None:
+            prompt = next((p for r in tuple(self._remotes) if (p := r.find("prompts", name)) is not None), None)
         return prompt
 
     def list_resources(self) -> tuple[Any, ...]:

@@ -79,8 +79,12 @@ class RemoteTool:
         """The upstream validates its own arguments."""
 
     def invoke(self, arguments: dict[str, Any], ctx: Context) -> Any:
-        params = {"name": self.upstream_name, "arguments": arguments}
-        return self.source.forward("tools/call", params, ctx)
+        """Forward and wait (used when an interceptor wraps tool calls)."""
+        return self.start(arguments, ctx).wait(self.source.options.call_timeout + 1.0)
+
+    def start(self, arguments: dict[str, Any], ctx: Context) -> "ForwardedCall":
+        """Forward without waiting: the engine answers the client when the upstream does."""
+        return self.source.start_forward("tools/call", {"name": self.upstream_name, "arguments": arguments}, ctx)
 
     def to_result(self, value: Any) -> dict[str, Any]:
         return value
@@ -137,9 +141,36 @@ class RemoteTemplate(RemoteResource):
         return self.source.complete(ref, argument, value, given)
 
 
+class ForwardedCall:
+    """An upstream call on its way, seen from the gateway: results without the upstream era's
+    dressing, failures as McpError naming the upstream."""
+
+    def __init__(self, pending: Any, failure: Callable[[BaseException], McpError]) -> None:
+        self._pending = pending
+        self._failure = failure
+
+    def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None:
+        def done(result: Any, error: BaseException | None) -> None:
+            if error is not None:
+                callback(None, self._failure(error))
+            else:
+                callback(strip_era_fields(result), None)
+
+        self._pending.on_done(done)
+
+    def wait(self, timeout: float) -> dict[str, Any]:
+        try:
+            return strip_era_fields(self._pending.result(timeout))
+        except McpError:
+            raise
+        except McpsyncError as exc:
+            raise self._failure(exc) from exc
+
+
 @dataclass
 class _Cache:
     entries: tuple[Any, ...] = ()
+    by_name: dict[str, Any] = field(default_factory=dict)  # tools and prompts, by exposed name
     stale: bool = True
     failed_at: float | None = None
     failure: McpError | None = None
@@ -223,6 +254,7 @@ class RemoteSource:
         self._on_change(frozenset(KINDS))
         while not (self._closing or lost.is_set()):
             self._wake.wait(1.0)  # a loss or close() ends this within a second
+            session.expire_overdue()  # forwarded calls nobody blocks on still end by their deadline
         with self._lock:
             current, self._session = self._session, None
         if current is not None:
@@ -261,6 +293,13 @@ class RemoteSource:
     def templates(self) -> tuple[RemoteTemplate, ...]:
         return self._entries("templates")
 
+    def find(self, kind: str, name: str) -> Any:
+        """The tool or prompt exposed as `name` (fetching the list first if it is stale)."""
+        cache = self._caches[kind]
+        if cache.stale:
+            self._entries(kind)
+        return cache.by_name.get(name) if self._session is not None else None
+
     def _entries(self, kind: str) -> tuple[Any, ...]:
         cache = self._caches[kind]
         session = self._session
@@ -279,6 +318,7 @@ class RemoteSource:
             try:
                 cache.stale = False  # a change arriving during the fetch marks it stale again
                 cache.entries = self._fetch(session, kind)
+                cache.by_name = {entry.name: entry for entry in cache.entries}
                 cache.failure = cache.failed_at = None
             except McpsyncError as exc:
                 cache.stale = True
@@ -313,19 +353,27 @@ class RemoteSource:
 
     # -- forwarding ------------------------------------------------------------------------------
     def forward(self, method: str, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        """Send one request upstream on behalf of a client: progress relayed, cancel forwarded."""
+        """Send one request upstream on behalf of a client and wait for the answer."""
+        return self.start_forward(method, params, ctx).wait(self.options.call_timeout + 1.0)
+
+    def start_forward(self, method: str, params: dict[str, Any], ctx: Context) -> "ForwardedCall":
+        """Send one request upstream on behalf of a client: progress relayed, the client's cancel
+        forwarded, failures turned into errors that name the upstream."""
         session = self._session
         if session is None:
             raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable", {"upstream": self.name})
         progress = ctx.progress if ctx.wants_progress else None
         try:
-            pending = session.start_request(method, params, progress=progress)
-            ctx.on_cancel(lambda: pending.cancel("cancelled by the client"))
-            return strip_era_fields(pending.result(self.options.call_timeout))
-        except McpError:
-            raise
+            pending = session.start_request(method, params, progress=progress, timeout=self.options.call_timeout)
         except McpsyncError as exc:
-            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' failed: {exc}", {"upstream": self.name}) from exc
+            raise self._failure(exc) from exc
+        ctx.on_cancel(lambda: pending.cancel("cancelled by the client"))
+        return ForwardedCall(pending, self._failure)
+
+    def _failure(self, error: BaseException) -> McpError:
+        if isinstance(error, McpError):
+            return error
+        return McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' failed: {error}", {"upstream": self.name})
 
     def complete(self, ref: dict[str, Any], argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
         session = self._session

@@ -1,4 +1,4 @@
-"""The blocking MCP client: `connect()` a server (a command or, later, a URL) and call it."""
+"""The blocking MCP client: `connect()` a server (a command or an http(s) URL) and call it."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def connect(
     """Open a session with an MCP server and agree on a protocol era.
 
     Args:
-        target: a command as a list (`["python", "server.py"]`), started as a child process.
+        target: a command as a list (`["python", "server.py"]`), started as a child process, or
+            the http(s) URL of a Streamable HTTP endpoint (pass `headers=` for it).
         mode: "auto" (probe 2026-07-28, fall back to the handshake era), "legacy" or "modern".
         timeout: the default deadline of every call, in seconds.
         env, cwd, stderr: for the child process (env adds to this process's environment).
@@ -37,7 +38,7 @@ def connect(
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
-    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=session_options.pop("headers", None))
+    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=session_options.pop("headers", None), timeout=timeout)
     return ClientSession(connection, mode=mode, timeout=timeout, **session_options).open()
 
 
@@ -48,12 +49,13 @@ def connection_for(
     cwd: str | os.PathLike[str] | None = None,
     stderr: IO[Any] | int | None = None,
     headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
 ) -> Any:
     """The connection for a target: a command list → a child process; an http(s) URL → HTTP."""
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
             from .http import HttpConnection
 
-            return HttpConnection(target, headers=dict(headers or {}))
+            return HttpConnection(target, headers=dict(headers or {}), timeout=timeout)
         raise TypeError("pass a command as a list of program and arguments (e.g. ['mcpsync', 'serve']) or an http(s) URL")
     return StdioConnection(target, env=env, cwd=cwd, stderr=stderr)

@@ -18,6 +18,7 @@ import concurrent.futures
 import itertools
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterator, Mapping
 
 from .. import __version__
@@ -61,12 +62,13 @@ _CHANGE_METHODS = frozenset(
 
 
 class _Pending:
-    __slots__ = ("future", "progress", "progress_token")
+    __slots__ = ("future", "progress", "progress_token", "deadline")
 
     def __init__(self, progress: Progress | None, progress_token: Any) -> None:
         self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.progress = progress
         self.progress_token = progress_token
+        self.deadline: tuple[float, PendingCall] | None = None
 
 
 class ClientSession:
@@ -127,6 +129,7 @@ class ClientSession:
         self._listeners: dict[Any, Listener] = {}  # by subscription id (modern) or listener key (handshake)
         self._lost: Exception | None = None
         self._closed = False
+
         self.era: Era | None = None
         self.protocol_version: str | None = None
         self.server_info: dict[str, Any] = {}
@@ -220,16 +223,39 @@ class ClientSession:
         goes away."""
         return self.start_request(method, params, progress=progress).result(timeout)
 
-    def start_request(self, method: str, params: dict[str, Any] | None = None, *, progress: Progress | None = None) -> "PendingCall":
-        """Send a request without waiting; the returned call can be waited for or cancelled."""
+    def start_request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+    ) -> "PendingCall":
+        """Send a request without waiting; the returned call can be waited for, given a done
+        callback, or cancelled. With `timeout`, the call has a deadline even if nobody waits for it:
+        `expire_overdue()`, called now and then by the session's owner, fails it with CallTimeout
+        (and cancels it on the wire) once the deadline has passed."""
         request_id = next(self._ids)
         pending = self._register(request_id, progress)
+        call = PendingCall(self, request_id, method, pending, timeout)
+        pending.future.add_done_callback(lambda _f: self._unregister(request_id, pending))
         try:
             self._send_request(request_id, method, params, pending.progress_token)
-        except BaseException:
-            self._unregister(request_id, pending)
+        except BaseException as exc:
+            _settle(pending.future, error=exc)
             raise
-        return PendingCall(self, request_id, method, pending)
+        if timeout is not None:
+            pending.deadline = (time.monotonic() + timeout, call)
+        return call
+
+    def expire_overdue(self) -> int:
+        """Fail every call whose `start_request` deadline has passed; returns how many."""
+        now = time.monotonic()
+        with self._lock:
+            overdue = [p.deadline[1] for p in self._pending.values() if p.deadline is not None and p.deadline[0] <= now]
+        for call in overdue:
+            call._expire(call.timeout_given)
+        return len(overdue)
 
     def _register(self, request_id: Any, progress: Progress | None) -> _Pending:
         pending = _Pending(progress, f"mcpsync-{request_id}" if progress is not None else None)
@@ -522,9 +548,10 @@ class ClientSession:
 class PendingCall:
     """A request on its way: `result()` waits for it, `cancel()` withdraws it."""
 
-    def __init__(self, session: ClientSession, request_id: Any, method: str, pending: _Pending) -> None:
+    def __init__(self, session: ClientSession, request_id: Any, method: str, pending: _Pending, timeout: float | None = None) -> None:
         self.id = request_id
         self.method = method
+        self.timeout_given = timeout
         self._session = session
         self._pending = pending
 
@@ -534,11 +561,25 @@ class PendingCall:
         try:
             return self._pending.future.result(limit)
         except concurrent.futures.TimeoutError:
-            if self.method != "initialize":
-                self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
-            raise CallTimeout(f"{self.method} got no answer within {limit} s") from None
-        finally:
-            self._session._unregister(self.id, self._pending)
+            self._expire(limit)
+            return self._pending.future.result(0)
+
+    def on_done(self, callback: Callable[[dict[str, Any] | None, BaseException | None], None]) -> None:
+        """Call `callback(result, None)` or `callback(None, error)` once the call ends, on the
+        thread that ends it (the connection's reader, usually); at once if it already has."""
+
+        def done(future: concurrent.futures.Future[Any]) -> None:
+            error = future.exception()
+            callback(None if error is not None else future.result(), error)
+
+        self._pending.future.add_done_callback(done)
+
+    def _expire(self, limit: float) -> None:
+        if self._pending.future.done():
+            return
+        if self.method != "initialize":
+            self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
+        _settle(self._pending.future, error=CallTimeout(f"{self.method} got no answer within {limit} s"))
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""

@@ -10,6 +10,7 @@ answered as is; any other exception is a bug, logged with a correlation id and a
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import uuid
 from typing import Any, Callable, Iterable
@@ -28,7 +29,7 @@ from ..protocol.versions import (
 )
 from . import operations
 from .interceptors import Call, Interceptor, TransportInfo
-from .outcome import Failure, NoResponse, Outcome, Subscribed, Success
+from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .session import Session
 
 log = logging.getLogger("mcpsync")
@@ -133,6 +134,12 @@ class Engine:
             outcome: Outcome = Failure(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: already initialized"))
         else:
             outcome = self._dispatch(call)
+        if isinstance(outcome, Deferred):
+            return outcome  # _conclude runs when it resolves
+        return self._conclude(call, outcome, claimed)
+
+    def _conclude(self, call: Call, outcome: Outcome, claimed: bool = False) -> Outcome:
+        """The after-execution hooks, then the era's dressing."""
         for interceptor in self.interceptors:
             outcome = self._guard(lambda: interceptor.after_execute(call, outcome), call)
         if isinstance(outcome, Success):
@@ -155,7 +162,28 @@ class Engine:
             return Failure(self._internal_error(call))
         if isinstance(result, (Subscribed, NoResponse)):
             return result
+        if isinstance(result, operations.Forwarded):
+            return self._defer(call, result)
         return Success(result)
+
+    def _defer(self, call: Call, forwarded: "operations.Forwarded") -> Deferred:
+        """Chain the rest of the request onto a call that ends later, on the thread that ends it."""
+        future: "concurrent.futures.Future[Outcome]" = concurrent.futures.Future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            try:
+                if error is None:
+                    outcome: Outcome = Success(forwarded.finish(result))
+                elif isinstance(error, McpError):
+                    outcome = Failure(error)
+                else:
+                    outcome = Failure(forwarded.fail(error))
+                future.set_result(self._conclude(call, outcome))
+            except Exception:  # a bug: never leave the request unanswered
+                future.set_result(Failure(self._internal_error(call)))
+
+        forwarded.call.on_done(done)
+        return Deferred(future)
 
     def _guard(self, hook: Callable[[], Outcome], call: Call) -> Outcome:
         try:

@@ -8,6 +8,7 @@ Which methods exist in which era is the two tables at the bottom, and nothing el
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..catalog.catalog import paginate
@@ -24,8 +25,8 @@ from ..protocol.versions import (
     negotiate_handshake,
     version_at_least,
 )
-from .interceptors import Call, ToolCall
-from .outcome import Subscribed
+from .interceptors import Call, Interceptor, ToolCall
+from .outcome import Later, Subscribed
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -247,11 +248,37 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
                     {"requiredCapabilities": missing},
                 )
             return error_result(f"Tool '{name}' requires client capabilities the client did not declare: {', '.join(missing)}")
-    tool_call = ToolCall(name, arguments, make_context(call), call)
-    result = _chain(engine, tool)(tool_call)
-    if not version_at_least(call.protocol_version, "2025-06-18"):
+    gate = version_at_least(call.protocol_version, "2025-06-18")
+    context = make_context(call)
+    start = getattr(tool, "start", None)
+    if start is not None and not _wraps_tool_calls(engine):
+        return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
+    return _gated(_chain(engine, tool)(ToolCall(name, arguments, context, call)), gate)
+
+
+def _gated(result: dict[str, Any], structured_allowed: bool) -> dict[str, Any]:
+    if not structured_allowed:
         result.pop("structuredContent", None)
     return result
+
+
+def _wraps_tool_calls(engine: "Engine") -> bool:
+    """Whether an interceptor overrides around_tool_call (then a forwarded call runs synchronously,
+    so the interceptor sees and may replace its result)."""
+    return any(type(i).around_tool_call is not Interceptor.around_tool_call for i in engine.interceptors)
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A call handed to another server: the engine finishes the request when it ends.
+
+    `finish` turns the upstream's result into ours; `fail` turns a local failure (timeout, lost
+    upstream) into the JSON-RPC error the client sees.
+    """
+
+    call: Later
+    finish: Callable[[dict[str, Any]], dict[str, Any]]
+    fail: Callable[[BaseException], McpError] = lambda error: McpError(ErrorCode.INTERNAL_ERROR, f"upstream call failed: {error}")
 
 
 def _client_capabilities(call: Call) -> dict[str, Any]:

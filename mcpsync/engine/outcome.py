@@ -7,8 +7,9 @@ which era to lock once the result has been written (the lock point of BEHAVIOR.m
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Callable, Protocol, Union
 
 from ..protocol.jsonrpc import McpError
 from ..protocol.versions import Era
@@ -38,4 +39,19 @@ class NoResponse:
     reason: str
 
 
-Outcome = Union[Success, Failure, Subscribed, NoResponse]
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The outcome comes later (a call forwarded upstream): `future` resolves to the final outcome,
+    on the thread that completes it. The transport answers then; no worker waits meanwhile."""
+
+    future: "concurrent.futures.Future[Outcome]"
+
+
+Outcome = Union[Success, Failure, Subscribed, NoResponse, Deferred]
+
+
+class Later(Protocol):
+    """What an operation may return instead of a result: something that ends later (a
+    `PendingCall` of the client), with `result` or `error`, on whichever thread ends it."""
+
+    def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None: ...

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
-from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
+from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
@@ -51,7 +51,7 @@ _MAX_PENDING = 1024
 class _Exchange:
     """One in-flight request: its cancellation and its request-scoped notifications."""
 
-    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_output", "_callbacks", "_lock")
+    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "answered", "_output", "_callbacks", "_lock")
 
     def __init__(self, request_id: Any, method: str, output: Output) -> None:
         self.request_id = request_id
@@ -59,7 +59,10 @@ class _Exchange:
         self.cancel_event = threading.Event()
         self.cancelled_by_client = False
         self.done = False
-        self.future: concurrent.futures.Future[None] | None = None
+        self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
+        # Resolved once the request is over (answered, or dropped): a forwarded call ends long after
+        # its worker returned, so this, not `future`, is what waits for a request.
+        self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._output = output
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
@@ -285,8 +288,8 @@ class StdioServer:
             return
         exchange.future = future
         if self._must_finish_first(request):
-            self._blocking = future
-            future.add_done_callback(self._wake_reader)
+            self._blocking = exchange.answered
+            exchange.answered.add_done_callback(self._wake_reader)
 
     def _must_finish_first(self, request: Request) -> bool:
         method = request.method
@@ -322,6 +325,7 @@ class StdioServer:
         if exchange.future is not None and exchange.future.cancel():
             with self._output.lock:
                 self._inflight.pop(request_id, None)
+            exchange.answered.set_result(None)
 
     def _drop_pending(self, request_id: Any) -> None:
         """A request cancelled before it started is never run and never answered."""
@@ -338,7 +342,10 @@ class StdioServer:
         except Exception:  # the engine answers everything; reaching here is a bug
             log.exception("engine failed on %s", request.method)
             outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
-        self._complete(request, exchange, outcome)
+        if isinstance(outcome, Deferred):  # answered by whichever thread resolves it
+            outcome.future.add_done_callback(lambda future: self._complete(request, exchange, future.result()))
+        else:
+            self._complete(request, exchange, outcome)
 
     def _complete(self, request: Request, exchange: _Exchange, outcome: Outcome) -> None:
         if isinstance(outcome, Subscribed):
@@ -348,10 +355,10 @@ class StdioServer:
         with self._output.lock:
             self._inflight.pop(request.id, None)
             exchange.done = True
-            if frame is None or exchange.cancelled_by_client:
-                return
-            if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
-                self._session.commit_era(outcome.claims)
+            if frame is not None and not exchange.cancelled_by_client:
+                if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
+                    self._session.commit_era(outcome.claims)
+        exchange.answered.set_result(None)
 
     def _activate(self, request: Request, exchange: _Exchange, outcome: Subscribed) -> None:
         """Register an accepted listen and write its acknowledgement in one critical section."""
@@ -364,18 +371,23 @@ class StdioServer:
         with self._output.lock:
             self._inflight.pop(request.id, None)
             exchange.done = True
-            if exchange.cancelled_by_client:
-                return
-            if self._closing:  # never leave a listen registered during shutdown
-                self._output.write_locked(self._listen_complete_frame(request.id))
-                return
-            try:
-                self._subscriptions.add(Subscription(request.id, outcome.accepted))
-            except McpError as exc:
-                self._output.write_locked(jsonrpc.encode(jsonrpc.error_frame(request.id, exc)))
-                return
-            if self._output.write_locked(ack):
-                self._session.commit_era(Era.MODERN)
+            self._register_listen(request.id, outcome.accepted, ack, exchange.cancelled_by_client)
+        exchange.answered.set_result(None)
+
+    def _register_listen(self, listen_id: Any, accepted: dict[str, Any], ack: bytes, cancelled: bool) -> None:
+        """Under the output lock: register and acknowledge, or answer at once if that is impossible."""
+        if cancelled:
+            return
+        if self._closing:  # never leave a listen registered during shutdown
+            self._output.write_locked(self._listen_complete_frame(listen_id))
+            return
+        try:
+            self._subscriptions.add(Subscription(listen_id, accepted))
+        except McpError as exc:
+            self._output.write_locked(jsonrpc.encode(jsonrpc.error_frame(listen_id, exc)))
+            return
+        if self._output.write_locked(ack):
+            self._session.commit_era(Era.MODERN)
 
     def _listen_complete_frame(self, subscription_id: Any) -> bytes:
         meta = {META_SUBSCRIPTION_ID: subscription_id, META_SERVER_INFO: self._engine.server_info}
@@ -428,7 +440,7 @@ class StdioServer:
                 if graceful:  # end of input drops them silently
                     self._output.write_locked(self._listen_complete_frame(subscription.id))
         deadline = time.monotonic() + (self._shutdown_timeout if graceful else self._drain_timeout)
-        pending = [exchange.future for exchange in list(self._inflight.values()) if exchange.future is not None]
+        pending = [exchange.answered for exchange in list(self._inflight.values())]
         if graceful:
             for exchange in list(self._inflight.values()):
                 exchange.cancel()

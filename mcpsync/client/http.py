@@ -1,0 +1,855 @@
+"""A connection to an MCP server over Streamable HTTP, in both protocol eras.
+
+Strategy: every JSON-RPC request is POSTed on its own worker thread (`mcpsync-http-N`), so `send()`
+returns at once, as it does over stdio; the worker reads the answer (one JSON body, or an SSE stream
+parsed incrementally) and hands each message to the session's callback in arrival order.
+Other notifications and responses are POSTed before `send()` returns, so they reach the server in
+the order they were sent (`notifications/initialized` before the next request); a handshake-era
+`notifications/cancelled` is POSTed on a worker, since timers send it. Each exchange uses a
+fresh `http.client` connection whose socket is registered while in use: cancelling a request or
+closing the connection shuts that socket down, which wakes the blocked reader.
+
+Eras: a message whose `params._meta` names a protocol version is 2026-07-28 and carries the routing
+headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); closing its response stream is how it is
+cancelled. Otherwise it is the handshake era: after `initialize` the connection keeps the server's
+`Mcp-Session-Id` and the negotiated version, sends both on every later request, opens the session's
+GET stream (`mcpsync-http-stream`) once `notifications/initialized` is sent, and DELETEs the
+session on close. An HTTP 404 to a request carrying the session id means the session expired: the
+connection is lost.
+
+Failures: an HTTP error that carries a JSON-RPC error is delivered as it is; any other failure of a
+request (an HTTP error without a usable body, a stream that ends before the response, a refused
+connection once the server has answered before) is delivered as a synthesized -32603 error response
+for that request only. Failing to reach the server before it ever answered is systemic: the
+connection is lost. No `http.client`, `ssl` or socket exception escapes; they become `ConnectionLost`
+or a synthesized error.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import itertools
+import logging
+import re
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+import ujson
+
+from ..errors import ConnectionLost, McpsyncError
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import ErrorCode, Invalid, Message, Response
+from ..protocol.versions import META_PROTOCOL_VERSION
+
+log = logging.getLogger("mcpsync.client")
+
+OnMessage = Callable[[Message], None]
+OnLost = Callable[[Exception], None]
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The largest JSON body or SSE event accepted from the server."""
+CLOSE_GRACE = 5.0
+"""How long `close()` waits for the worker threads by default, in seconds."""
+_READ_SIZE = 64 * 1024
+_MAX_RECONNECTS = 3  # consecutive fruitless attempts to resume a stream before giving up
+_DEFAULT_RETRY = 1.0  # seconds between stream reconnections when the server named no `retry`
+_NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_PLAIN_VALUE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_SESSION_ID = re.compile(r"[\x21-\x7e]+")
+_SENTINEL_PREFIX, _SENTINEL_SUFFIX = "=?base64?", "?="
+
+
+def header_value(value: str) -> str:
+    """A routing header value as 2026-07-28 sends it: as is when it is plain visible ASCII without
+    leading or trailing spaces, otherwise `=?base64?<base64 of its UTF-8>?=`."""
+    if value == "" or (_PLAIN_VALUE.fullmatch(value) and not (value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX))):
+        return value
+    encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
+    return f"{_SENTINEL_PREFIX}{encoded}{_SENTINEL_SUFFIX}"
+
+
+# -- Server-Sent Events ----------------------------------------------------------------------------
+class TooLarge(McpsyncError, ValueError):
+    """The server sent a body, an SSE line or an SSE event over MAX_BODY_BYTES (the request fails)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    data: bytes
+    event: str = "message"
+    id: str | None = None
+
+
+class SseParser:
+    """An incremental `text/event-stream` parser (WHATWG rules): `feed()` bytes as they arrive and
+    get the events they complete. Lines end in CRLF, LF or CR; `:` lines are comments; `data` lines
+    join with newlines; `event`, `id` and `retry` are kept; an event without data is not dispatched
+    (but its `id` still counts); an unfinished event at the end of the stream is dropped."""
+
+    _LINE_END = re.compile(rb"\r\n|\r|\n")
+
+    def __init__(self, *, last_event_id: str | None = None, max_event_bytes: int = MAX_BODY_BYTES) -> None:
+        self.last_event_id = last_event_id
+        self.retry_ms: int | None = None
+        self._max = max_event_bytes
+        self._buffer = bytearray()
+        self._data: list[bytes] = []
+        self._size = 0
+        self._event = b""
+        self._started = False
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        self._buffer += chunk
+        if not self._started:
+            if len(self._buffer) < 3 and b"\xef\xbb\xbf".startswith(bytes(self._buffer)):
+                return []
+            self._started = True
+            if self._buffer.startswith(b"\xef\xbb\xbf"):
+                del self._buffer[:3]
+        return self._lines(final=False)
+
+    def finish(self) -> list[SseEvent]:
+        """The stream ended: complete a line ended by a lone CR; drop any unfinished event."""
+        events = self._lines(final=True)
+        self._buffer.clear()
+        self._data, self._size, self._event = [], 0, b""
+        return events
+
+    def _lines(self, *, final: bool) -> list[SseEvent]:
+        events: list[SseEvent] = []
+        buffer, pos = self._buffer, 0
+        while True:
+            match = self._LINE_END.search(buffer, pos)
+            if match is None or (not final and match.end() == len(buffer) and match.group() == b"\r"):
+                break  # a CR at the end of the chunk may be the first half of a CRLF
+            event = self._line(bytes(buffer[pos : match.start()]))
+            pos = match.end()
+            if event is not None:
+                events.append(event)
+        del buffer[:pos]
+        if len(buffer) > self._max:
+            raise TooLarge(f"the server sent an SSE line over {self._max} bytes")
+        return events
+
+    def _line(self, line: bytes) -> SseEvent | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(b":"):
+            return None
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._size += len(value) + 1
+            if self._size > self._max:
+                raise TooLarge(f"the server sent an SSE event over {self._max} bytes")
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value
+        elif name == b"id":
+            if b"\0" not in value:
+                self.last_event_id = value.decode("utf-8", "replace")
+        elif name == b"retry":
+            if value.isdigit():
+                self.retry_ms = int(value)
+        return None
+
+    def _dispatch(self) -> SseEvent | None:
+        data, event = self._data, self._event
+        self._data, self._size, self._event = [], 0, b""
+        if not data:
+            return None
+        return SseEvent(b"\n".join(data), event.decode("utf-8", "replace") or "message", self.last_event_id)
+
+
+# -- the connection --------------------------------------------------------------------------------
+class _Aborted(Exception):
+    """The exchange was cut (cancelled, or the connection closed) before it got going."""
+
+
+class _Unreachable(Exception):
+    """Connecting (DNS, TCP, TLS) failed; `reason` says how."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Stream:
+    """One HTTP exchange in use: its socket, so cancellation and close() can shut it down."""
+
+    __slots__ = ("sock", "aborted")
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.aborted = False
+
+
+class _Exchange:
+    """One request in flight."""
+
+    __slots__ = ("request_id", "method", "modern", "session_sent", "stream", "answered", "cancelled")
+
+    def __init__(self, request_id: Any, method: str, modern: bool, session_sent: bool) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.modern = modern
+        self.session_sent = session_sent
+        self.stream = _Stream()
+        self.answered = False
+        self.cancelled = False
+
+
+class HttpConnection:
+    """Speaks JSON-RPC with an MCP server's Streamable HTTP endpoint; the same interface as
+    `StdioConnection` (`start`, `send`, `close`), driven by a `ClientSession`.
+
+    Args:
+        url: the MCP endpoint, `http://` or `https://` (e.g. "http://127.0.0.1:8000/mcp").
+        headers: added to every HTTP request (e.g. {"Authorization": "Bearer ..."}); the protocol's
+            own headers win over same-named ones.
+        timeout: seconds allowed to connect, send a request, and for short exchanges
+            (notifications, DELETE).
+        sse_read_timeout: seconds a response may stay silent (waiting for it, or between events of
+            a stream) before the request fails.
+        ssl_context: for https; the default verifies certificates against the system store.
+
+    Raises ValueError for a URL that is not http(s) or has no host, and for malformed headers.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        sse_read_timeout: float = 300.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"an MCP endpoint URL must start with http:// or https://, not {url!r}")
+        if not parts.hostname:
+            raise ValueError(f"the URL {url!r} names no host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("credentials in the URL are not supported; pass an Authorization header in headers=")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"the URL {url!r} has an invalid port") from exc
+        if not (timeout > 0 and sse_read_timeout > 0):
+            raise ValueError("timeout and sse_read_timeout must be positive numbers of seconds")
+        self.url = url
+        self.timeout = timeout
+        self.sse_read_timeout = sse_read_timeout
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = port
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if not self._target.isascii() or any(c.isspace() or not c.isprintable() for c in self._target):
+            raise ValueError(f"the path of {url!r} must be percent-encoded ASCII")
+        self._user_headers = _checked_headers(headers or {})
+        self._ssl_context = ssl_context
+        self._lock = threading.Lock()
+        self._on_message: OnMessage | None = None
+        self._on_lost: OnLost | None = None
+        self._exchanges: dict[Any, _Exchange] = {}
+        self._streams: set[_Stream] = set()
+        self._threads: list[threading.Thread] = []
+        self._names = itertools.count(1)
+        self._get_started = False
+        self._closing = threading.Event()
+        self._closed = False
+        self._lost: Exception | None = None
+        self._reached = False  # some HTTP response came back, so the endpoint exists
+        self._modern = False  # the era of the last request sent
+        self._session_id: str | None = None
+        self._protocol_version: str | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        """The handshake-era session id the server assigned (None without one)."""
+        return self._session_id
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The version negotiated by `initialize` (handshake era), sent as MCP-Protocol-Version."""
+        return self._protocol_version
+
+    # -- the interface the session drives --------------------------------------------------------
+    def start(self, on_message: OnMessage, on_lost: OnLost) -> None:
+        """Keep the callbacks; nothing connects until the first `send()`."""
+        with self._lock:
+            if self._closed:
+                raise ConnectionLost("the connection is closed")
+            if self._on_message is not None:
+                raise RuntimeError("the connection is already started")
+            self._on_message, self._on_lost = on_message, on_lost
+
+    def send(self, message: dict[str, Any]) -> None:
+        """POST one JSON-RPC message. A request, or a cancellation, returns at once (answers reach
+        `on_message`); another notification or a response returns once the server took it, so
+        they arrive in order. Raises ConnectionLost when the connection is closed or lost, or such
+        a notification or response cannot be delivered."""
+        body = jsonrpc.encode(message)
+        with self._lock:
+            if self._on_message is None or self._closed:
+                raise ConnectionLost("the connection is closed")
+            if self._lost is not None:
+                raise ConnectionLost(str(self._lost)) from self._lost
+        method = message.get("method")
+        if isinstance(method, str) and "id" in message:
+            self._start_request(message, method, body)
+            return
+        if method == "notifications/cancelled":
+            self._cancel(message, body)
+            return
+        self._post_now(message, body)
+        if method == "notifications/initialized":
+            self._start_get_stream()
+
+    def close(self, timeout: float | None = None) -> None:
+        """DELETE the handshake session (if any), shut every open stream, join the workers within
+        `timeout` seconds (default CLOSE_GRACE). Idempotent."""
+        grace = CLOSE_GRACE if timeout is None else timeout
+        deadline = time.monotonic() + grace
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            session_id = self._session_id if self._lost is None else None
+        self._closing.set()
+        if session_id is not None:
+            self._delete_session(max(0.1, min(self.timeout, grace)))
+        with self._lock:
+            for stream in list(self._streams):
+                _shut(stream)
+            threads, self._threads = self._threads, []
+        current = threading.current_thread()
+        for thread in threads:
+            if thread is not current:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        survivors = [t.name for t in threads if t.is_alive() and t is not current]
+        if survivors:
+            log.warning("HTTP connection to %s closed with threads still running: %s", self.url, survivors)
+
+    # -- requests --------------------------------------------------------------------------------
+    def _start_request(self, message: dict[str, Any], method: str, body: bytes) -> None:
+        headers, modern, session_sent = self._headers_for(message)
+        exchange = _Exchange(message["id"], method, modern, session_sent)
+        with self._lock:
+            if self._closed:
+                raise ConnectionLost("the connection is closed")
+            self._modern = modern
+            if method == "initialize":
+                self._session_id = self._protocol_version = None
+            self._exchanges[exchange.request_id] = exchange
+            self._streams.add(exchange.stream)
+            self._spawn(f"mcpsync-http-{next(self._names)}", self._run_request, exchange, body, headers)
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        """Start an owned worker (caller holds the lock). Daemon, because a DNS lookup or a TCP
+        connect cannot be interrupted; close() still joins every worker with a deadline."""
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _run_request(self, exchange: _Exchange, body: bytes, headers: dict[str, str]) -> None:
+        conn: http.client.HTTPConnection | None = None
+        try:
+            try:
+                conn, response = self._open("POST", headers, body, exchange.stream, self.sse_read_timeout)
+                parser = self._answer(exchange, response)
+                self._resume(exchange, parser)
+            except _Aborted:
+                pass
+            except _Unreachable as exc:
+                with self._lock:
+                    reached = self._reached
+                if reached:
+                    self._fail(exchange, f"cannot reach {self.url}: {exc.reason}")
+                else:
+                    self._lose(ConnectionLost(f"cannot connect to {self.url}: {exc.reason}"))
+            except TooLarge as exc:
+                self._fail(exchange, str(exc))
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                self._fail(exchange, f"{exchange.method} failed: {_describe(exc)}")
+            if not exchange.answered:
+                self._fail(exchange, f"the server did not answer {exchange.method} (the HTTP response ended without a JSON-RPC response)")
+        except Exception:  # a bug; the caller must still not wait forever
+            log.exception("HTTP request worker failed")
+            self._fail(exchange, f"{exchange.method} failed inside the client")
+        finally:
+            with self._lock:
+                if self._exchanges.get(exchange.request_id) is exchange:
+                    del self._exchanges[exchange.request_id]
+            self._release(exchange.stream, conn)
+
+    def _answer(self, exchange: _Exchange, response: http.client.HTTPResponse) -> SseParser | None:
+        """Deliver what one HTTP response says about `exchange`; returns the SSE parser when the
+        answer was a stream (for resuming it), else None."""
+        status = response.status
+        if exchange.session_sent and status == 404:
+            self._lose(ConnectionLost(f"the server at {self.url} ended the session (HTTP 404): session expired"))
+            exchange.answered = True
+            return None
+        if exchange.method == "initialize" and 200 <= status < 300:
+            self._capture_session(response)
+        kind = _media_type(response)
+        if kind == "text/event-stream":
+            parser = SseParser()
+            self._pump(response, parser, exchange)
+            return parser
+        body = _read_body(response)
+        messages = _messages_from(body, exchange) if body.strip() and _is_json(kind) else []
+        for message in messages:
+            self._deliver(exchange, message)
+        if not exchange.answered:
+            if status >= 400:
+                detail = _snippet(body)
+                self._fail(exchange, f"HTTP {status} {response.reason}" + (f": {detail}" if detail else ""), status)
+            elif not messages:
+                self._fail(exchange, f"the server answered {exchange.method} with HTTP {status} and no JSON-RPC response", status)
+        return None
+
+    def _resume(self, exchange: _Exchange, parser: SseParser | None) -> None:
+        """Handshake era (2025-11-25 polling): a stream that ended before the response, after the
+        server gave an event id, is resumed with GET + Last-Event-ID, a bounded number of times.
+        The GET uses the exchange's stream, so cancelling the request still cuts it."""
+        attempts = 0
+        stream = exchange.stream
+        while parser is not None and not (exchange.answered or exchange.modern or stream.aborted) and parser.last_event_id is not None:
+            if attempts >= _MAX_RECONNECTS or self._wait_retry(parser.retry_ms):
+                return
+            attempts += 1
+            headers = self._session_headers({"Accept": "text/event-stream", "Last-Event-ID": parser.last_event_id})
+            conn, response = self._open("GET", headers, None, stream, self.sse_read_timeout)
+            try:
+                if response.status != 200 or _media_type(response) != "text/event-stream":
+                    log.debug("resuming %s: HTTP %d", exchange.method, response.status)
+                    return
+                parser = SseParser(last_event_id=parser.last_event_id)
+                self._pump(response, parser, exchange)
+            finally:
+                with self._lock:
+                    stream.sock = None
+                conn.close()
+
+    def _pump(self, response: http.client.HTTPResponse, parser: SseParser, exchange: _Exchange | None) -> int:
+        """Read events until the stream ends, or (for a request) until its response arrived;
+        returns how many bytes came (keep-alive comments included)."""
+        received = 0
+        while True:
+            chunk = response.read1(_READ_SIZE)
+            received += len(chunk)
+            for event in parser.feed(chunk) if chunk else parser.finish():
+                if event.event != "message" or not event.data.strip():
+                    continue
+                messages = _messages_from(event.data, exchange)
+                if not messages:
+                    log.warning("%s sent an SSE event that is not a JSON-RPC message: %.200r", self.url, event.data)
+                for message in messages:
+                    self._deliver(exchange, message)
+            if not chunk or (exchange is not None and exchange.answered):
+                return received
+
+    def _deliver(self, exchange: _Exchange | None, message: Message) -> None:
+        if exchange is not None and isinstance(message, Response) and _same_id(message.id, exchange.request_id):
+            if exchange.answered:
+                return
+            exchange.answered = True
+            if exchange.method == "initialize" and message.error is None and isinstance(message.result, dict):
+                version = message.result.get("protocolVersion")
+                if isinstance(version, str) and _SESSION_ID.fullmatch(version):
+                    with self._lock:
+                        self._protocol_version = version
+        self._emit(message)
+
+    def _fail(self, exchange: _Exchange, reason: str, status: int | None = None) -> None:
+        """Answer `exchange` locally with an error, so its caller fails now instead of waiting."""
+        if exchange.answered or exchange.cancelled or exchange.stream.aborted:
+            return
+        exchange.answered = True
+        data: dict[str, Any] = {"url": self.url}
+        if status is not None:
+            data["status"] = status
+        error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": reason, "data": data}
+        self._emit(Response(exchange.request_id, None, error))
+
+    def _capture_session(self, response: http.client.HTTPResponse) -> None:
+        session_id = response.getheader("Mcp-Session-Id")
+        if session_id is None:
+            return
+        if not _SESSION_ID.fullmatch(session_id):
+            log.warning("%s sent an unusable Mcp-Session-Id %.80r; ignored", self.url, session_id)
+            return
+        with self._lock:
+            self._session_id = session_id
+
+    # -- notifications, responses and cancellation -------------------------------------------------
+    def _cancel_target(self, message: dict[str, Any]) -> tuple[_Exchange | None, bool]:
+        """The request a `notifications/cancelled` names (if still in flight) and whether it is
+        of the 2026-07-28 era (then nothing is POSTed)."""
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        with self._lock:
+            exchange = self._exchanges.get(request_id) if jsonrpc.is_request_id(request_id) else None
+            modern = exchange.modern if exchange is not None else self._modern
+        return exchange, modern
+
+    def _cancel(self, message: dict[str, Any], body: bytes) -> None:
+        """2026-07-28: close the request's stream, POST nothing. Handshake era: POST the
+        notification on a worker (a cancel often comes from a timer thread, which must not wait
+        on the network), then close the request's stream, which is of no use any more."""
+        exchange, modern = self._cancel_target(message)
+        if modern:
+            if exchange is not None:
+                self._cut(exchange)
+            return
+        with self._lock:
+            if self._closed:
+                raise ConnectionLost("the connection is closed")
+            self._spawn(f"mcpsync-http-{next(self._names)}", self._post_cancel, message, body, exchange)
+
+    def _post_cancel(self, message: dict[str, Any], body: bytes, exchange: _Exchange | None) -> None:
+        try:
+            self._post_now(message, body)
+        except ConnectionLost as exc:
+            log.debug("notifications/cancelled did not reach %s: %s", self.url, exc)
+        except Exception:
+            log.exception("HTTP cancel worker failed")
+        finally:
+            if exchange is not None:
+                self._cut(exchange)
+
+    def _cut(self, exchange: _Exchange) -> None:
+        exchange.cancelled = True
+        with self._lock:
+            _shut(exchange.stream)
+
+    def _post_now(self, message: dict[str, Any], body: bytes) -> None:
+        """POST a notification or response and wait for the server to take it."""
+        headers, _, session_sent = self._headers_for(message)
+        what = message.get("method") or f"the response to {message.get('id')!r}"
+        stream = _Stream()
+        conn = None
+        try:
+            self._register(stream)
+            conn, response = self._open("POST", headers, body, stream, self.timeout)
+            status = response.status
+            if session_sent and status == 404:
+                lost = ConnectionLost(f"the server at {self.url} ended the session (HTTP 404): session expired")
+                self._lose(lost)
+                raise lost
+            if status >= 400:
+                detail = _snippet(_read_body(response, 4096)) if _media_type(response) != "text/event-stream" else ""
+                log.warning("%s refused %s: HTTP %d %s %s", self.url, what, status, response.reason, detail)
+        except _Aborted as exc:
+            raise ConnectionLost("the connection is closed") from exc
+        except _Unreachable as exc:
+            raise ConnectionLost(f"cannot send {what} to {self.url}: {exc.reason}") from exc
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise ConnectionLost(f"cannot send {what} to {self.url}: {_describe(exc)}") from exc
+        finally:
+            self._release(stream, conn)
+
+    # -- the handshake era's GET stream and DELETE -------------------------------------------------
+    def _start_get_stream(self) -> None:
+        with self._lock:
+            if self._get_started or self._closed or self._lost is not None:
+                return
+            self._get_started = True
+            self._spawn("mcpsync-http-stream", self._run_get_stream)
+
+    def _run_get_stream(self) -> None:
+        """Deliver the session's unsolicited messages; reconnect (resuming after the last event
+        id) when the server ends the stream, until it refuses, or ends it without sending a byte,
+        _MAX_RECONNECTS times in a row."""
+        fruitless, last_id, retry_ms = 0, None, None
+        try:
+            while not self._stopping():
+                extra = {"Accept": "text/event-stream"}
+                if last_id is not None:
+                    extra["Last-Event-ID"] = last_id
+                headers = self._session_headers(extra)
+                session_sent = "Mcp-Session-Id" in headers
+                stream = _Stream()
+                conn = None
+                try:
+                    self._register(stream)
+                    conn, response = self._open("GET", headers, None, stream, self.sse_read_timeout)
+                    if response.status == 405:
+                        log.debug("%s offers no GET stream (HTTP 405)", self.url)
+                        return
+                    if response.status == 404 and session_sent:
+                        self._lose(ConnectionLost(f"the server at {self.url} ended the session (HTTP 404): session expired"))
+                        return
+                    if response.status != 200 or _media_type(response) != "text/event-stream":
+                        log.debug("%s refused the GET stream: HTTP %d", self.url, response.status)
+                        fruitless += 1
+                    else:
+                        parser = SseParser(last_event_id=last_id)
+                        try:
+                            received = self._pump(response, parser, None)
+                        finally:
+                            last_id, retry_ms = parser.last_event_id, parser.retry_ms
+                        fruitless = 0 if received else fruitless + 1
+                except _Aborted:
+                    return
+                except TimeoutError:
+                    pass  # silent for sse_read_timeout: reconnect
+                except (_Unreachable, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
+                    log.debug("the GET stream of %s failed: %s", self.url, exc)
+                    fruitless += 1
+                finally:
+                    self._release(stream, conn)
+                if fruitless >= _MAX_RECONNECTS or self._wait_retry(retry_ms):
+                    return
+        except Exception:
+            log.exception("the GET stream worker failed")
+
+    def _delete_session(self, timeout: float) -> None:
+        headers = self._session_headers({})
+        stream = _Stream()  # not registered: it runs while closing, and bounds itself by timeout
+        conn = None
+        try:
+            conn, response = self._open("DELETE", headers, None, stream, timeout, timeout)
+            response.read(4096)
+            log.debug("DELETE of the session at %s: HTTP %d", self.url, response.status)
+        except (_Aborted, _Unreachable, OSError, http.client.HTTPException, ValueError) as exc:
+            log.debug("DELETE of the session at %s failed: %s", self.url, exc)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _headers_for(self, message: dict[str, Any]) -> tuple[dict[str, str], bool, bool]:
+        """The headers of a POST of `message`, whether it is 2026-07-28, and whether the session
+        id went with it."""
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        meta = params.get("_meta")
+        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        own = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if isinstance(version, str):
+            method = message.get("method")
+            own["MCP-Protocol-Version"] = header_value(version)
+            if isinstance(method, str):
+                own["Mcp-Method"] = header_value(method)
+                name = params.get(_NAMED_METHODS.get(method, ""))
+                if isinstance(name, str):
+                    own["Mcp-Name"] = header_value(name)
+            return _merged(self._user_headers, own), True, False
+        if message.get("method") == "initialize":
+            return _merged(self._user_headers, own), False, False
+        headers = self._session_headers(own)
+        return headers, False, "Mcp-Session-Id" in headers
+
+    def _session_headers(self, own: dict[str, str]) -> dict[str, str]:
+        own = dict(own)
+        with self._lock:
+            session_id, version = self._session_id, self._protocol_version
+        if version is not None:
+            own["MCP-Protocol-Version"] = version
+        if session_id is not None:
+            own["Mcp-Session-Id"] = session_id
+        return _merged(self._user_headers, own)
+
+    def _open(
+        self,
+        method: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        stream: _Stream,
+        read_timeout: float,
+        connect_timeout: float | None = None,
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Connect and send within `connect_timeout` (default `timeout`), then wait for the response
+        head within `read_timeout`. Raises _Unreachable when connecting fails, _Aborted when the
+        stream was cut, or the http.client/socket error otherwise."""
+        conn = self._new_http(self.timeout if connect_timeout is None else connect_timeout)
+        try:
+            try:
+                conn.connect()
+            except (OSError, ValueError) as exc:
+                raise _Unreachable(_describe(exc)) from exc
+            with self._lock:
+                if stream.aborted:
+                    raise _Aborted()
+                stream.sock = conn.sock
+            conn.request(method, self._target, body=body, headers=headers)
+            conn.sock.settimeout(read_timeout)
+            response = conn.getresponse()
+        except BaseException:
+            with self._lock:
+                stream.sock = None
+            conn.close()
+            if stream.aborted:
+                raise _Aborted() from None
+            raise
+        self._reached_server()
+        return conn, response
+
+    def _new_http(self, timeout: float) -> http.client.HTTPConnection:
+        if not self._https:
+            return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl_context)
+
+    def _register(self, stream: _Stream) -> None:
+        with self._lock:
+            if self._closed or self._lost is not None:
+                raise _Aborted()
+            self._streams.add(stream)
+
+    def _release(self, stream: _Stream, conn: http.client.HTTPConnection | None) -> None:
+        with self._lock:
+            self._streams.discard(stream)
+            stream.sock = None
+        if conn is not None:
+            conn.close()
+
+    def _reached_server(self) -> None:
+        with self._lock:
+            self._reached = True
+
+    def _stopping(self) -> bool:
+        return self._closing.is_set() or self._lost is not None
+
+    def _wait_retry(self, retry_ms: int | None) -> bool:
+        """Wait before reconnecting a stream; True when the connection stopped meanwhile."""
+        delay = _DEFAULT_RETRY if retry_ms is None else min(retry_ms / 1000.0, self.timeout)
+        return self._closing.wait(delay) or self._lost is not None
+
+    def _emit(self, message: Message) -> None:
+        callback = self._on_message
+        if callback is None or self._closed:
+            return
+        try:
+            callback(message)
+        except Exception:
+            log.exception("the session's message callback raised")
+
+    def _lose(self, error: Exception) -> None:
+        """The connection as a whole failed: tell the session once and cut every stream."""
+        with self._lock:
+            if self._lost is not None or self._closed:
+                return
+            self._lost = error
+            callback = self._on_lost
+            for stream in list(self._streams):
+                _shut(stream)
+        self._closing.set()
+        if callback is not None:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("the session's lost callback raised")
+
+
+def _shut(stream: _Stream) -> None:
+    """Cut a stream (the caller holds the connection's lock, so the socket is still open)."""
+    stream.aborted = True
+    if stream.sock is not None:
+        try:
+            socket.socket.shutdown(stream.sock, socket.SHUT_RDWR)  # not SSLSocket's: no TLS state change
+        except OSError:
+            pass
+
+
+def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise ValueError(f"invalid HTTP header name {name!r}")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"invalid value for HTTP header {name!r}")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(f"the value of HTTP header {name!r} is not Latin-1; encode it first") from None
+        checked[name] = value
+    return checked
+
+
+def _merged(user: dict[str, str], own: dict[str, str]) -> dict[str, str]:
+    """The user's headers, except where the protocol's own headers (which win) have the same name."""
+    taken = {name.lower() for name in own}
+    return {**{n: v for n, v in user.items() if n.lower() not in taken}, **own}
+
+
+def _media_type(response: http.client.HTTPResponse) -> str:
+    return (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+
+def _is_json(media_type: str) -> bool:
+    return media_type in ("application/json", "") or media_type.endswith("+json")
+
+
+def _read_body(response: http.client.HTTPResponse, limit: int = MAX_BODY_BYTES) -> bytes:
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise TooLarge(f"the server sent a body over {limit} bytes")
+    return body
+
+
+def _messages_from(data: bytes, exchange: _Exchange | None) -> list[Message]:
+    """The JSON-RPC messages in a body or event: one object, or a list (a 2025-03-26 batch).
+    An error without an id answering a single request's POST is that request's error."""
+    try:
+        obj = ujson.loads(data)
+    except (ValueError, OverflowError, RecursionError):
+        return []
+    messages: list[Message] = []
+    for item in obj if isinstance(obj, list) else [obj]:
+        if not isinstance(item, dict):
+            continue
+        if exchange is not None and "error" in item and "method" not in item and item.get("id") is None:
+            item = {**item, "id": exchange.request_id}
+        message = jsonrpc.decode_object(item)
+        if isinstance(message, Invalid):
+            log.debug("dropped a malformed message from the server: %s", message.error.message)
+            continue
+        messages.append(message)
+    return messages
+
+
+def _same_id(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _snippet(body: bytes, limit: int = 200) -> str:
+    text = body[: limit * 4].decode("utf-8", "replace")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe(exc: BaseException) -> str:
+    """A short, human reason for a network failure."""
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror or exc})"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed ({exc.verify_message or exc})"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc})"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the server closed the connection without answering"
+    if isinstance(exc, http.client.IncompleteRead):
+        return "the server closed the connection in the middle of the response"
+    if isinstance(exc, http.client.HTTPException):
+        return f"malformed HTTP response ({type(exc).__name__})"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
