@@ -231,11 +231,6 @@ def test_listen_prints_each_event_as_it_comes_and_ctrl_c_ends_it_cleanly() -> No
         cli.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Listener.__next__ (mcpsync/client/listen.py) never stops once the listener has ended, so "
-    "`mcpsync listen` spins forever after the server completes the listen and exits",
-)
 def test_listen_without_count_ends_when_the_server_shuts_down() -> None:
     env = base_env(TICKING_SHUTDOWN="1")  # the app adds one tool, then shuts down gracefully
     cli = Streamed("listen", "--", *TICKING, env=env)

@@ -235,14 +235,7 @@ def test_two_listeners_on_one_session_both_hear_a_change(connect, mode: str) -> 
     "mode",
     [
         "auto",
-        pytest.param(
-            "legacy",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="BUG: closing a handshake-era listener sends resources/unsubscribe for its URIs even when "
-                "another open listener watches them (mcpsync/client/session.py _stop_handshake)",
-            ),
-        ),
+        "legacy",
         "modern",
     ],
 )
@@ -338,12 +331,6 @@ def test_close_fails_pending_calls_and_still_stops_the_server(mode: str) -> None
     assert not os.path.exists(f"/proc/{pid}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ClientSession.close (mcpsync/client/session.py) fails pending calls locally but never sends "
-    "notifications/cancelled for them, and the server ignores SIGTERM while it drains after end of input "
-    "(mcpsync/transport/stdio.py _close waits drain_timeout), so the tool is SIGKILLed mid-run",
-)
 @pytest.mark.parametrize("mode", MODES)
 def test_close_cancels_a_call_in_flight_on_the_server(mode: str) -> None:
     _, _, stderr = close_with_a_call_in_flight(mode, "cancel-on-close")

@@ -220,11 +220,6 @@ def test_a_handshake_only_upstream_is_spoken_to_in_its_era_and_its_changes_refre
         assert "upstream 'legacy' connected (handshake era)" in proc.stderr_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: remote.py _entries marks the cache fresh before its fetch returns, so a call arriving while "
-    "the gateway's first tools/list is in flight finds no upstream tools and is answered Unknown tool",
-)
 def test_calls_arriving_while_the_first_listing_is_in_flight_reach_the_upstream() -> None:
     held = shlex.join([sys.executable, fixture("upstream_handshake.py"), "hold-first-tools-list"])
     with gateway("--upstream", held) as proc:
@@ -432,12 +427,6 @@ def test_an_empty_upstream_argument_exits_1() -> None:
 
 # -- the embedding API --------------------------------------------------------------------------
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: remote.py RemoteSource._supervise catches only McpsyncError/OSError: a connector raising "
-    "anything else (connection_for's TypeError for a command given as one string) kills the supervisor "
-    "thread, and add_remote waits its whole timeout, then returns as if all were well",
-)
 def test_add_remote_with_a_command_string_fails_at_once() -> None:
     from mcpsync import Server
 

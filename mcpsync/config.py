@@ -101,7 +101,12 @@ class _Reader:
         return ConfigError(f"{where}: {key}: {problem}")
 
     def _line_of(self, key: str, table: str | None) -> int | None:
-        """Best effort: the line defining `key` (after its table's header, when there is one)."""
+        """Best effort: the header of the table `key` names, or the line defining `key` (after its
+        table's header, when there is one)."""
+        header = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(re.escape(p) for p in key.split(".")) + r"\s*[\].]")
+        for number, line in enumerate(self.lines):
+            if header.search(line):
+                return number + 1
         leaf = key.rsplit(".", 1)[-1]
         start = 0
         if table:
@@ -179,7 +184,7 @@ class _Reader:
                 upstream.command = self._strings(command, f"{table}.command", table)
                 if "args" in spec:
                     upstream.command += self._strings(spec["args"], f"{table}.args", table)
-            if not upstream.command:
+            if not upstream.command or not upstream.command[0].strip():
                 raise self.fail(f"{table}.command", "must not be empty", table)
         else:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):

@@ -136,6 +136,11 @@ class Server:
         win clashes, then earlier upstreams. Connects now (waiting up to `timeout` for the first
         attempt) and reconnects with backoff if the upstream dies.
         """
+        if isinstance(target, str):
+            if not target.startswith(("http://", "https://")):
+                raise TypeError(f"upstream {name!r}: give a command as a list (e.g. shlex.split({target!r})) or an http(s) URL")
+        elif not target or not all(isinstance(part, str) for part in target) or not target[0].strip():
+            raise ValueError(f"upstream {name!r}: the command must be a non-empty list of strings")
         options = RemoteOptions(
             prefix=prefix,
             allow=frozenset(allow) if allow is not None else None,

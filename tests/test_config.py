@@ -214,12 +214,6 @@ BAD_TOML_TABLES = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: config.py _Reader._line_of only matches `key =` lines, never a [table] header, and "
-    "the 'needs exactly one of command or url' / 'unknown section' errors do not pass their table: "
-    "these errors name no line (the commonest TOML typos: [upstream.x], a table without command)",
-)
 @pytest.mark.parametrize("text, line, key, problem", BAD_TOML_TABLES, ids=["unknown-section", "no-command-or-url", "both"])
 def test_a_bad_toml_table_names_the_line_of_its_header(tmp_path: Path, text: str, line: int, key: str, problem: str) -> None:
     path = tmp_path / "gateway.toml"
@@ -266,11 +260,6 @@ def test_a_bad_mcpservers_entry_names_the_file_line_and_key(tmp_path: Path, data
     assert problem in message, message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: config.py _Reader.upstream accepts an empty program (JSON \"command\": \"\", TOML "
-    "command = \"  \" or [\"\", ...]): it only fails at run time, as a 'cannot start' warning",
-)
 @pytest.mark.parametrize(
     "name, text, line",
     [

@@ -70,7 +70,8 @@ class RemoteTool:
         self.upstream_name = definition["name"]
         self.name = source.options.prefix + self.upstream_name
         self.requires: dict[str, Any] = {}
-        self._definition = {**definition, "name": self.name}
+        self._definition = {k: v for k, v in definition.items() if k != "execution"}  # no tasks here
+        self._definition["name"] = self.name
 
     def definition(self) -> dict[str, Any]:
         return dict(self._definition)
@@ -171,6 +172,7 @@ class ForwardedCall:
 class _Cache:
     entries: tuple[Any, ...] = ()
     by_name: dict[str, Any] = field(default_factory=dict)  # tools and prompts, by exposed name
+    generation: int = 0  # bumped by every upstream change, so a fetch can tell it raced one
     stale: bool = True
     failed_at: float | None = None
     failure: McpError | None = None
@@ -228,7 +230,7 @@ class RemoteSource:
             lost = threading.Event()
             try:
                 session = self._connector(self._upstream_changed, lambda error: lost.set())
-            except (McpsyncError, OSError) as exc:
+            except Exception as exc:  # whatever it is, the gateway keeps serving and tries again
                 self.last_error = exc
                 log.warning("upstream %r: cannot connect (%s); retrying in %.1f s", self.name, exc, delay)
             else:
@@ -273,9 +275,11 @@ class RemoteSource:
         the upstream's tag)."""
         kind = _KIND_OF.get(method)
         if kind is not None:
-            self._caches[kind].stale = True
-            if kind == "resources":
-                self._caches["templates"].stale = True
+            for affected in (kind, "templates") if kind == "resources" else (kind,):
+                cache = self._caches[affected]
+                cache.generation += 1
+                cache.stale = True
+                cache.failure = None  # the upstream changed: a refresh may work now
             self._on_change(frozenset((kind,)))
         elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
             self._on_updated(params["uri"])
@@ -316,10 +320,11 @@ class RemoteSource:
                 if time.monotonic() - cache.failed_at < self.options.refresh_cooldown:
                     raise cache.failure
             try:
-                cache.stale = False  # a change arriving during the fetch marks it stale again
+                generation = cache.generation
                 cache.entries = self._fetch(session, kind)
                 cache.by_name = {entry.name: entry for entry in cache.entries}
                 cache.failure = cache.failed_at = None
+                cache.stale = cache.generation != generation  # a change during the fetch: fetch again next time
             except McpsyncError as exc:
                 cache.stale = True
                 cache.failure = McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' could not list its {kind}: {exc}")
@@ -335,7 +340,7 @@ class RemoteSource:
             return ()
         timeout = self.options.call_timeout
         if kind == "tools":
-            return tuple(RemoteTool(self, d) for d in session.list_tools(timeout=timeout) if self._exposed(d.get("name")))
+            return tuple(RemoteTool(self, d) for d in session.list_tools(timeout=timeout) if self._exposed(d))
         if kind == "prompts":
             return tuple(RemotePrompt(self, d) for d in session.list_prompts(timeout=timeout) if isinstance(d.get("name"), str))
         if kind == "resources":
@@ -344,9 +349,12 @@ class RemoteSource:
             RemoteTemplate(self, d) for d in session.list_resource_templates(timeout=timeout) if isinstance(d.get("uriTemplate"), str)
         )
 
-    def _exposed(self, name: Any) -> bool:
+    def _exposed(self, definition: dict[str, Any]) -> bool:
+        name = definition.get("name")
         if not isinstance(name, str):
             return False
+        if (definition.get("execution") or {}).get("taskSupport") == "required":
+            return False  # only callable as a task, and the gateway does not forward tasks
         if self.options.allow is not None and name not in self.options.allow:
             return False
         return name not in self.options.deny

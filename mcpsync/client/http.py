@@ -293,7 +293,7 @@ class HttpConnection:
                 raise RuntimeError("the connection is already started")
             self._on_message, self._on_lost = on_message, on_lost
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], timeout: float | None = None) -> None:
         """POST one JSON-RPC message. A request, or a cancellation, returns at once (answers reach
         `on_message`); another notification or a response returns once the server took it, so
         they arrive in order. Raises ConnectionLost when the connection is closed or lost, or such

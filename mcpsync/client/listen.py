@@ -74,13 +74,11 @@ class Listener:
             event = self.next_event(_ITERATION_SLICE)
             if event is not None:
                 return event
-            if self._ended and self._events.empty():
+            if self._ended:  # next_event drained what was queued before the end
                 raise StopIteration
 
     def next_event(self, timeout: float) -> Event | None:
         """The next event, or None if none came within `timeout` seconds (or the listener ended)."""
-        if self._ended and self._events.empty():
-            return None
         try:
             event = self._events.get(timeout=timeout)
         except queue.Empty:

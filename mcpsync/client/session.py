@@ -42,6 +42,7 @@ from .listen import Listener
 log = logging.getLogger("mcpsync.client")
 
 DEFAULT_TIMEOUT = 30.0
+_CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stopped reading
 PROBE_TIMEOUT = 10.0
 MODES = ("auto", "legacy", "modern")
 
@@ -127,6 +128,7 @@ class ClientSession:
         self._pending: dict[Any, _Pending] = {}
         self._by_token: dict[Any, _Pending] = {}
         self._listeners: dict[Any, Listener] = {}  # by subscription id (modern) or listener key (handshake)
+        self._uri_watchers: dict[str, int] = {}  # handshake era: open listeners per subscribed URI
         self._lost: Exception | None = None
         self._closed = False
 
@@ -200,6 +202,10 @@ class ClientSession:
             self._listeners.clear()
         for listener in listeners:
             listener._finish()
+        with self._lock:
+            in_flight = list(self._pending) if self._lost is None else []
+        for request_id in in_flight:  # so the server stops their work instead of finishing it for nobody
+            self._cancel_on_wire(request_id, "the client closed the session", timeout=_CLOSE_SEND_TIMEOUT)
         self._fail_pending(SessionClosed("the session was closed"))
         self._connection.close()
 
@@ -221,7 +227,7 @@ class ClientSession:
         """Send a request and wait for its result; raises McpError for an error answer,
         CallTimeout at the deadline (after cancelling the request), ConnectionLost if the server
         goes away."""
-        return self.start_request(method, params, progress=progress).result(timeout)
+        return self.start_request(method, params, progress=progress, timeout=timeout).result(timeout)
 
     def start_request(
         self,
@@ -240,7 +246,7 @@ class ClientSession:
         call = PendingCall(self, request_id, method, pending, timeout)
         pending.future.add_done_callback(lambda _f: self._unregister(request_id, pending))
         try:
-            self._send_request(request_id, method, params, pending.progress_token)
+            self._send_request(request_id, method, params, pending.progress_token, self.timeout if timeout is None else timeout)
         except BaseException as exc:
             _settle(pending.future, error=exc)
             raise
@@ -275,7 +281,7 @@ class ClientSession:
             if pending.progress_token is not None:
                 self._by_token.pop(pending.progress_token, None)
 
-    def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any) -> None:
+    def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any, timeout: float | None = None) -> None:
         params = dict(params or {})
         meta = dict(params.get("_meta") or {})
         if progress_token is not None:
@@ -287,7 +293,7 @@ class ClientSession:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params:
             message["params"] = params
-        self._connection.send(message)
+        self._connection.send(message, timeout)
 
     def envelope(self) -> dict[str, Any]:
         """The 2026-07-28 `_meta` keys every request of this session carries."""
@@ -297,14 +303,15 @@ class ClientSession:
             META_CLIENT_INFO: self.client_info,
         }
 
-    def _cancel_on_wire(self, request_id: Any, reason: str) -> None:
+    def _cancel_on_wire(self, request_id: Any, reason: str, timeout: float | None = None) -> None:
         try:
-            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
-        except ConnectionLost:
+            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason}, timeout=timeout)
+        except (ConnectionLost, CallTimeout):
             pass
 
-    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        self._connection.send(jsonrpc.notification_frame(method, params))
+    def notify(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> None:
+        """Send a notification (no answer); `timeout` bounds the wait for a server slow to read."""
+        self._connection.send(jsonrpc.notification_frame(method, params), timeout)
 
     # -- the catalog -----------------------------------------------------------------------------
     def _list_all(self, method: str, key: str, timeout: float | None) -> list[dict[str, Any]]:
@@ -434,15 +441,35 @@ class ClientSession:
         listener = Listener(None, lambda: self._stop_handshake(key, uris), kinds=frozenset(k for k, on in wanted.items() if on), uris=uris)
         with self._lock:
             self._listeners[key] = listener
-        for uri in uris:
-            self.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+        subscribed: list[str] = []
+        try:
+            for uri in uris:
+                with self._lock:
+                    first = self._uri_watchers.get(uri, 0) == 0
+                if first:
+                    self.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+                with self._lock:
+                    self._uri_watchers[uri] = self._uri_watchers.get(uri, 0) + 1
+                subscribed.append(uri)
+        except BaseException:
+            self._stop_handshake(key, tuple(subscribed))
+            raise
         listener._acknowledge({"handshake": True})
         return listener
 
     def _stop_handshake(self, key: object, uris: tuple[str, ...]) -> None:
+        """Forget a handshake-era listener; unsubscribe a URI only when no other listener watches it."""
         with self._lock:
             self._listeners.pop(key, None)
-        for uri in uris:
+            last = []
+            for uri in uris:
+                count = self._uri_watchers.get(uri, 0) - 1
+                if count <= 0:
+                    self._uri_watchers.pop(uri, None)
+                    last.append(uri)
+                else:
+                    self._uri_watchers[uri] = count
+        for uri in last:
             try:
                 self.request("resources/unsubscribe", {"uri": uri})
             except (McpError, ConnectionLost, SessionClosed, CallTimeout) as exc:

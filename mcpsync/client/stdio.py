@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import subprocess
 import threading
+import time
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from ..errors import ConnectionLost
+from ..errors import CallTimeout, ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import Message
 from ..transport._frames import TOO_LARGE, FrameSplitter
@@ -26,6 +28,7 @@ OnMessage = Callable[[Message], None]
 OnLost = Callable[[Exception], None]
 
 _MAX_FRAME_BYTES = 64 * 1024 * 1024
+_SEND_TIMEOUT = 30.0
 
 
 class StdioConnection:
@@ -69,6 +72,7 @@ class StdioConnection:
             )
         except OSError as exc:
             raise ConnectionLost(f"cannot start {self.command[0]!r}: {exc.strerror or exc}") from exc
+        os.set_blocking(self._process.stdin.fileno(), False)  # type: ignore[union-attr]  # sends have deadlines
         self._reader = threading.Thread(target=self._read, args=(on_message, on_lost), name="mcpsync-client-reader", daemon=True)
         self._reader.start()
 
@@ -99,19 +103,42 @@ class StdioConnection:
         detail = f"exited with status {code}" if code is not None else "closed its output"
         on_lost(ConnectionLost(f"the server {self.command[0]!r} {detail}"))
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], timeout: float | None = None) -> None:
+        """Write one frame, waiting at most `timeout` seconds (default 30) for a child that reads
+        slowly. Raises CallTimeout if nothing could be written in time, ConnectionLost if the child
+        is gone or stopped reading half-way through a frame (it is stopped then: the stream is cut)."""
         frame = jsonrpc.encode(message)
         process = self._process
         if process is None or process.stdin is None or self._closed:
             raise ConnectionLost("the connection is closed")
-        with self._write_lock:
-            try:
-                view = memoryview(frame)
-                fd = process.stdin.fileno()
-                while view:
+        deadline = time.monotonic() + (_SEND_TIMEOUT if timeout is None else timeout)
+        if not self._write_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise CallTimeout(f"the server {self.command[0]!r} is not reading its input")
+        try:
+            self._write(process, memoryview(frame), deadline)
+        finally:
+            self._write_lock.release()
+
+    def _write(self, process: "subprocess.Popen[bytes]", view: memoryview, deadline: float) -> None:
+        total = len(view)
+        try:
+            fd = process.stdin.fileno()  # type: ignore[union-attr]
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            while view:
+                try:
                     view = view[os.write(fd, view) :]
-            except (OSError, ValueError) as exc:
-                raise ConnectionLost(f"the server {self.command[0]!r} stopped reading: {exc}") from exc
+                    continue
+                except BlockingIOError:
+                    pass
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not poller.poll(remaining * 1000):
+                    if len(view) == total:
+                        raise CallTimeout(f"the server {self.command[0]!r} is not reading its input")
+                    process.kill()  # half a frame is on the wire: the stream cannot be repaired
+                    raise ConnectionLost(f"the server {self.command[0]!r} stopped reading in the middle of a message")
+        except (OSError, ValueError) as exc:
+            raise ConnectionLost(f"the server {self.command[0]!r} stopped reading: {exc}") from exc
 
     def close(self, timeout: float | None = None) -> None:
         """Close stdin, wait for the child (then SIGTERM, then SIGKILL), join the reader. Idempotent."""
@@ -121,11 +148,17 @@ class StdioConnection:
             self._closed = True
             return
         self._closed = True
-        with self._write_lock:
-            try:
-                process.stdin.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
+        acquired = self._write_lock.acquire(timeout=grace)
+        if not acquired:
+            process.kill()  # a send is stuck on a child that does not read: end it, the send fails
+            acquired = self._write_lock.acquire(timeout=grace)
+        try:
+            process.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        finally:
+            if acquired:
+                self._write_lock.release()
         for stop in (None, process.terminate, process.kill):
             if stop is not None:
                 try:

@@ -131,6 +131,7 @@ class StdioServer:
         self._blocking: concurrent.futures.Future[None] | None = None
         self._on_stopped = on_stopped
         self._stop_requested = threading.Event()
+        self._stop_future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._stopped = threading.Event()
         self._clean = True
         self._started = False
@@ -162,6 +163,10 @@ class StdioServer:
     def request_shutdown(self) -> None:
         """Ask for a graceful shutdown without waiting; safe from signal handlers and any thread."""
         self._stop_requested.set()
+        try:
+            self._stop_future.set_result(None)  # wakes a drain after end of input: stop waiting for it
+        except concurrent.futures.InvalidStateError:
+            pass
         with self._state_lock:  # re-entrant: a signal handler may interrupt this very thread
             if not self._wake_closed:
                 try:
@@ -433,19 +438,39 @@ class StdioServer:
                 self._output.write_locked(_tagged(method, subscription.id, params))
 
     # -- stopping --------------------------------------------------------------------------------
+    def _finish_requests(self, graceful: bool) -> set[concurrent.futures.Future[None]]:
+        """Let running requests end: all the drain time after end of input, or, once shutdown is
+        asked for (now or during the drain), cancelled and given the shutdown time. Returns
+        those still running at the deadline."""
+        now = time.monotonic()
+        deadline = now + (self._shutdown_timeout if graceful else self._drain_timeout)
+        running = {exchange.answered for exchange in list(self._inflight.values())}
+        while running:
+            if graceful or self._stop_future.done():
+                if not graceful:
+                    graceful = True
+                    deadline = min(deadline, time.monotonic() + self._shutdown_timeout)
+                for exchange in list(self._inflight.values()):
+                    exchange.cancel()
+                waited = concurrent.futures.wait(running, timeout=max(0.0, deadline - time.monotonic()))
+            else:
+                waited = concurrent.futures.wait(
+                    running | {self._stop_future},
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    return_when=concurrent.futures.FIRST_COMPLETED,
+                )
+            running -= waited.done
+            if time.monotonic() >= deadline or (graceful and running):
+                break
+        return running
+
     def _close(self, graceful: bool) -> None:
         with self._output.lock:
             self._closing = True
             for subscription in self._subscriptions.drain():
                 if graceful:  # end of input drops them silently
                     self._output.write_locked(self._listen_complete_frame(subscription.id))
-        deadline = time.monotonic() + (self._shutdown_timeout if graceful else self._drain_timeout)
-        pending = [exchange.answered for exchange in list(self._inflight.values())]
-        if graceful:
-            for exchange in list(self._inflight.values()):
-                exchange.cancel()
-        assert self._executor is not None
-        _, still_running = concurrent.futures.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        still_running = self._finish_requests(graceful)
         if still_running:
             self._clean = False
             log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(still_running))

@@ -443,12 +443,6 @@ class _ArrivalLock:
         self._lock.release()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: remote.py _entries sets cache.stale = False before the fetch, so a lister arriving "
-    "while a refresh is under way skips the lock and returns the old entries (empty on the first "
-    "fetch): its tools/list misses the upstream's tools and its tools/call answers Unknown tool",
-)
 def test_listers_arriving_during_a_refresh_wait_for_it_and_see_its_result(gateway) -> None:
     gw = gateway()
     session = FakeSession(tools=["a", "b"])

@@ -199,12 +199,6 @@ def test_closing_a_handshake_listener_unsubscribes(open_fake) -> None:
     assert listener.next_event(0) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ClientSession._stop_handshake (mcpsync/client/session.py) unsubscribes every URI of the closed "
-    "listener, although another open listener of the session still watches it (handshake subscriptions are "
-    "per session on the server: they need counting per URI)",
-)
 def test_closing_one_handshake_listener_keeps_a_uri_another_still_watches(open_fake) -> None:
     session = open_fake(mode="legacy")
     first = session.listen(resource_uris=["fake://shared"])
@@ -215,11 +209,6 @@ def test_closing_one_handshake_listener_keeps_a_uri_another_still_watches(open_f
     assert [m["params"]["uri"] for m in received(session, "resources/unsubscribe")] == ["fake://shared"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ClientSession._listen_handshake (mcpsync/client/session.py) leaves the listener registered and "
-    "the URIs already subscribed when a later resources/subscribe fails; it should undo both",
-)
 def test_a_failed_handshake_listen_undoes_what_it_subscribed(open_fake) -> None:
     session = open_fake(mode="legacy")
     with pytest.raises(McpError) as raised:
@@ -278,12 +267,6 @@ ENDINGS: dict[str, Callable[[ClientSession, Listener], None]] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Listener.__next__ (mcpsync/client/listen.py) never raises StopIteration: next_event puts the "
-    "_END marker back, so `self._events.empty()` is never true and a `for event in listener` loop spins "
-    "forever once the listener ends",
-)
 def test_iteration_stops_however_the_listener_ends(open_fake) -> None:
     """Each ending on its own session, all waited for with one deadline."""
     runs = []

@@ -396,11 +396,6 @@ def test_a_connection_lost_error_names_the_server(open_fake) -> None:
     assert sys.executable in str(raised.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: StdioConnection.send (mcpsync/client/stdio.py) writes with a blocking os.write and no "
-    "deadline, so call_tool(timeout=...) hangs forever when the server stops reading stdin",
-)
 def test_a_call_to_a_server_that_stopped_reading_still_ends_by_its_deadline(open_fake) -> None:
     session = open_fake()
     pid = fake_pid(session)
@@ -444,11 +439,6 @@ class _SignallingLock:
         self.release()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: StdioConnection.close (mcpsync/client/stdio.py) takes the write lock to close stdin, so it "
-    "blocks forever while another thread is stuck writing to a server that stopped reading",
-)
 def test_close_is_bounded_while_a_send_is_blocked() -> None:
     connection = StdioConnection(command(), close_grace=0.2)
     session = ClientSession(connection, timeout=LONG).open()
