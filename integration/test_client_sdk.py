@@ -1,6 +1,6 @@
 """The blocking client against the *official* MCP Python SDK's server (mcp==2.3.0, `.venv-peers`).
 
-`/work/shared/bench/peers/mcp_sdk_server.py` serves `echo(text)` and `add_tool()` (registers `dyn_N`
+`../shared/bench/peers/mcp_sdk_server.py` (beside the repo) serves `echo(text)` and `add_tool()` (registers `dyn_N`
 and publishes a tools list change to `subscriptions/listen` streams). In mode "auto" the client must
 find the SDK's 2026-07-28 support by probing; "legacy" forces the handshake; "modern" forces
 2026-07-28. In the handshake era the SDK declares `tools.listChanged: false` and pushes nothing, so
@@ -25,7 +25,7 @@ from wire import children_of
 
 pytestmark = pytest.mark.timeout(60)
 
-SDK_SERVER = Path("/work/shared/bench/peers/mcp_sdk_server.py")
+SDK_SERVER = Path(__file__).resolve().parents[2] / "shared" / "bench" / "peers" / "mcp_sdk_server.py"  # ../shared beside the repo
 MODES = ["auto", "legacy", "modern"]
 ERA_OF = {"auto": Era.MODERN, "legacy": Era.HANDSHAKE, "modern": Era.MODERN}
 
