@@ -121,16 +121,18 @@ class StdioConnection:
 
     def _write(self, process: "subprocess.Popen[bytes]", view: memoryview, deadline: float) -> None:
         total = len(view)
+        poller = None
         try:
             fd = process.stdin.fileno()  # type: ignore[union-attr]
-            poller = select.poll()
-            poller.register(fd, select.POLLOUT)
             while view:
                 try:
                     view = view[os.write(fd, view) :]
                     continue
                 except BlockingIOError:
                     pass
+                if poller is None:  # the pipe is full: wait for room, until the deadline
+                    poller = select.poll()
+                    poller.register(fd, select.POLLOUT)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not poller.poll(remaining * 1000):
                     if len(view) == total:

@@ -51,7 +51,7 @@ _MAX_PENDING = 1024
 class _Exchange:
     """One in-flight request: its cancellation and its request-scoped notifications."""
 
-    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "answered", "_output", "_callbacks", "_lock")
+    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_answered", "_output", "_callbacks", "_lock")
 
     def __init__(self, request_id: Any, method: str, output: Output) -> None:
         self.request_id = request_id
@@ -60,12 +60,30 @@ class _Exchange:
         self.cancelled_by_client = False
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
-        # Resolved once the request is over (answered, or dropped): a forwarded call ends long after
-        # its worker returned, so this, not `future`, is what waits for a request.
-        self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._answered: concurrent.futures.Future[None] | None = None  # made when someone waits
         self._output = output
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+
+    @property
+    def answered(self) -> "concurrent.futures.Future[None]":
+        """Resolved once the request is over (answered, or dropped). A forwarded call ends long
+        after its worker returned, so this, not `future`, is what waits for a request. Made on
+        first use: most requests are never waited for."""
+        with self._lock:
+            if self._answered is None:
+                self._answered = concurrent.futures.Future()
+                if self.done:
+                    self._answered.set_result(None)
+            return self._answered
+
+    def finish(self) -> None:
+        """Mark the request over (after its response, or instead of one)."""
+        with self._lock:
+            self.done = True
+            answered = self._answered
+        if answered is not None and not answered.done():
+            answered.set_result(None)
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Run `callback` when the request is cancelled (at once if it already is)."""
@@ -330,7 +348,7 @@ class StdioServer:
         if exchange.future is not None and exchange.future.cancel():
             with self._output.lock:
                 self._inflight.pop(request_id, None)
-            exchange.answered.set_result(None)
+            exchange.finish()
 
     def _drop_pending(self, request_id: Any) -> None:
         """A request cancelled before it started is never run and never answered."""
@@ -359,11 +377,11 @@ class StdioServer:
         frame = self._encode_outcome(request, outcome)
         with self._output.lock:
             self._inflight.pop(request.id, None)
-            exchange.done = True
+            exchange.done = True  # no notification of this request may follow its response
             if frame is not None and not exchange.cancelled_by_client:
                 if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
                     self._session.commit_era(outcome.claims)
-        exchange.answered.set_result(None)
+        exchange.finish()
 
     def _activate(self, request: Request, exchange: _Exchange, outcome: Subscribed) -> None:
         """Register an accepted listen and write its acknowledgement in one critical section."""
@@ -377,7 +395,7 @@ class StdioServer:
             self._inflight.pop(request.id, None)
             exchange.done = True
             self._register_listen(request.id, outcome.accepted, ack, exchange.cancelled_by_client)
-        exchange.answered.set_result(None)
+        exchange.finish()
 
     def _register_listen(self, listen_id: Any, accepted: dict[str, Any], ack: bytes, cancelled: bool) -> None:
         """Under the output lock: register and acknowledge, or answer at once if that is impossible."""
