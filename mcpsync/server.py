@@ -307,15 +307,22 @@ class StdioWire:
 
 
 class _graceful_signals:
-    """SIGTERM and SIGINT ask the transport to shut down (main thread only; restored on exit)."""
+    """SIGTERM and SIGINT ask the transport to shut down (main thread only; restored on exit).
+
+    The kernel may deliver a signal to any thread; Python then runs the handler on the main thread
+    only once that thread runs again. So the transport's wake-up pipe is also the signal wake-up fd:
+    the signal itself wakes the reader from `poll()`, and the handler runs right after.
+    """
 
     def __init__(self, transport: StdioServer) -> None:
         self._transport = transport
         self._previous: dict[int, Any] = {}
+        self._previous_wakeup: int | None = None
 
     def __enter__(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
+        self._previous_wakeup = signal.set_wakeup_fd(self._transport.signal_wakeup_fd, warn_on_full_buffer=False)
         for signum in (signal.SIGTERM, signal.SIGINT):
             self._previous[signum] = signal.signal(signum, self._handle)
 
@@ -326,3 +333,5 @@ class _graceful_signals:
     def __exit__(self, *exc_info: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        if self._previous_wakeup is not None:
+            signal.set_wakeup_fd(self._previous_wakeup)

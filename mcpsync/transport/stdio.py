@@ -141,9 +141,9 @@ class StdioServer:
         self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
         self._closing = False  # set under the output lock when shutdown begins
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._wake_r, self._wake_w = os.pipe()  # shutdown requests wake the reader
+        self._wake_r, self._wake_w = os.pipe()  # shutdown requests (and signals) wake the reader
         self._done_r, self._done_w = os.pipe()  # so does a request it must wait for
-        for fd in (self._wake_w, self._done_r, self._done_w):
+        for fd in (self._wake_r, self._wake_w, self._done_r, self._done_w):
             os.set_blocking(fd, False)
         self._pending: collections.deque[Message] = collections.deque()
         self._blocking: concurrent.futures.Future[None] | None = None
@@ -160,6 +160,11 @@ class StdioServer:
     @property
     def session(self) -> Session:
         return self._session
+
+    @property
+    def signal_wakeup_fd(self) -> int:
+        """A non-blocking fd whose writes wake the reader (for `signal.set_wakeup_fd`)."""
+        return self._wake_w
 
     # -- running ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -254,6 +259,10 @@ class StdioServer:
             ready = {fd for fd, _ in poller.poll()}
             if self._stop_requested.is_set():
                 return True
+            if self._wake_r in ready:  # a signal (its handler has run by now) or a late wake-up
+                _drain(self._wake_r)
+                if self._stop_requested.is_set():
+                    return True
             if self._done_r in ready:
                 _drain(self._done_r)
             if self._blocking is not None and self._blocking.done():
