@@ -393,9 +393,23 @@ def _output_schema(hints: dict[str, Any], passthrough: tuple[type, ...],
            for member in members):
         return None, False
     schema, _ = _Mapper(where, output=True).map(returns)
+    if _says_nothing(schema):
+        return None, False  # `-> dict`, `-> list`, `-> Any`: no promise to make (and content may come back)
     if schema.get("type") == "object":
         return schema, False
     return _object({"result": schema}, ["result"]), True
+
+
+def _says_nothing(schema: dict[str, Any]) -> bool:
+    """A schema that constrains nothing beyond "an object" or "an array" (or not even that)."""
+    keys = set(schema) - {"description", "title"}
+    if not keys:
+        return True
+    if schema.get("type") == "object":
+        return keys <= {"type", "additionalProperties"} and schema.get("additionalProperties", True) in (True, {})
+    if schema.get("type") == "array":
+        return keys <= {"type", "items"} and schema.get("items", {}) in (True, {})
+    return False
 
 
 def _passes_through(tp: Any, passthrough: tuple[type, ...]) -> bool:

@@ -1,0 +1,322 @@
+"""The conformance fixture: every tool, prompt and resource the official MCP conformance suite's server
+scenarios call (npm @modelcontextprotocol/conformance 0.2.0-alpha.12), written with mcpsync's own API.
+
+Serve it over Streamable HTTP and point the suite at it (see integration/conformance/README.md):
+
+    python -m mcpsync serve --http 127.0.0.1:8000 integration/conformance/fixture.py
+    ../shared/conformance/run.sh http://127.0.0.1:8000/mcp --ignore integration/conformance/known-failures.txt
+
+or over stdio (``python -m mcpsync serve integration/conformance/fixture.py``), bridged to HTTP by
+supergateway. The names are fixed by the suite; what each scenario checks is noted on each entry.
+
+Not here yet, because mcpsync cannot express them (a later issue): the tools that send the client a
+request mid-call (``test_sampling``, ``test_elicitation``, ``test_elicitation_sep1034_defaults``,
+``test_elicitation_sep1330_enums``) and those that answer with an ``input_required`` result
+(``test_input_required_result_*``, the prompt ``test_input_required_result_prompt``). Their
+scenarios are listed in known-failures.txt.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import wave
+import zlib
+from typing import Annotated, Any
+
+from mcpsync import Audio, Context, Image, Server, Service, Tool, ToolError
+
+service = Service("conformance", instructions="The MCP conformance suite's fixture; every entry is a test probe.")
+
+
+# -- media, built here rather than pasted in as base64 --------------------------------------------
+
+def _png(width: int = 2, height: int = 2, rgb: tuple[int, int, int] = (220, 40, 40)) -> bytes:
+    """A tiny solid-colour PNG."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))  # filter byte 0 per row
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def _wav(samples: int = 80, rate: int = 8000) -> bytes:
+    """A short mono 16-bit WAV of silence."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(b"\x00\x00" * samples)
+    return buffer.getvalue()
+
+
+PNG = _png()
+WAV = _wav()
+
+
+# -- tools: content types (tools-call-*) -----------------------------------------------------------
+# test_simple_text stays the first tool: http-header-validation calls the first listed tool with {}.
+
+@service.tool
+def test_simple_text() -> str:
+    """Returns one text block (tools-call-simple-text)."""
+    return "This is a simple text response for testing."
+
+
+@service.tool
+def test_image_content() -> Image:
+    """Returns one PNG image block (tools-call-image)."""
+    return Image(PNG, mime_type="image/png")
+
+
+@service.tool
+def test_audio_content() -> Audio:
+    """Returns one WAV audio block (tools-call-audio)."""
+    return Audio(WAV, mime_type="audio/wav")
+
+
+@service.tool
+def test_embedded_resource():  # no return annotation: a dict one would advertise an outputSchema
+    """Returns one embedded text resource (tools-call-embedded-resource)."""
+    return {
+        "type": "resource",
+        "resource": {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."},
+    }
+
+
+@service.tool
+def test_multiple_content_types():
+    """Returns text, an image and an embedded resource together (tools-call-mixed-content)."""
+    return [
+        "Multiple content types test:",
+        Image(PNG, mime_type="image/png"),
+        {
+            "type": "resource",
+            "resource": {
+                "uri": "test://mixed-content-resource",
+                "mimeType": "application/json",
+                "text": json.dumps({"test": "data", "value": 123}),
+            },
+        },
+    ]
+
+
+@service.tool
+def test_error_handling() -> str:
+    """Always fails with isError: true and a message (tools-call-error)."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+# -- tools: notifications during a call -----------------------------------------------------------
+
+@service.tool
+def test_tool_with_progress(ctx: Context) -> str:
+    """Reports progress 0, 50 and 100 of 100 when the call carries a progressToken (tools-call-with-progress)."""
+    for step in (0, 50, 100):
+        if step:
+            ctx.wait_cancelled(0.05)
+        ctx.progress(step, 100, f"Completed step {step} of 100")
+    return "progress reported: 0, 50, 100 of 100"
+
+
+def _log_three_times(ctx: Context) -> str:
+    for number, text in enumerate(("Tool execution started", "Tool processing data", "Tool execution completed")):
+        if number:
+            ctx.wait_cancelled(0.05)
+        ctx.info(text)
+    return "Tool with logging executed successfully"
+
+
+service.add_tool(
+    Tool(
+        _log_three_times,
+        name="test_tool_with_logging",
+        description="Sends three info log messages while it runs (tools-call-with-logging, after logging/setLevel).",
+    )
+)
+service.add_tool(
+    Tool(
+        _log_three_times,
+        name="test_logging_tool",
+        description="Logs like test_tool_with_logging; in 2026-07-28 nothing may be sent without a logLevel "
+        "in the envelope (server-stateless: sep-2575-server-no-log-without-loglevel).",
+    )
+)
+
+
+@service.tool
+def test_reconnection(ctx: Context) -> str:
+    """Logs, pauses and logs again (server-sse-polling). mcpsync cannot close the SSE stream from a
+    tool, so the result arrives on the original stream, which the scenario reports as INFO."""
+    ctx.info("Before disconnect")
+    ctx.wait_cancelled(0.2)
+    ctx.info("After reconnect")
+    return "Reconnection test completed"
+
+
+@service.tool
+def test_streaming_elicitation() -> str:
+    """Answers on the request's own stream and sends no request of its own (server-stateless:
+    sep-2575-http-server-no-independent-requests-on-stream)."""
+    return "No input was needed; nothing but this result was sent on the stream."
+
+
+# -- tools: capabilities, schemas, headers --------------------------------------------------------
+
+@service.tool(requires={"sampling": {}})
+def test_missing_capability() -> str:
+    """Needs the client's sampling capability: without it, -32021 with data.requiredCapabilities
+    {"sampling": {}} in 2026-07-28 (server-stateless: sep-2575-server-rejects-undeclared-capability)."""
+    return "Client declared sampling capability; proceeding."
+
+
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@service.tool(input_schema=JSON_SCHEMA_2020_12)
+def json_schema_2020_12_tool(**contact: Any) -> str:
+    """Its inputSchema uses $schema, $defs, $anchor, $ref, allOf/anyOf and if/then/else; tools/list
+    must carry them unchanged (json-schema-2020-12)."""
+    return f"contact accepted: {json.dumps(contact, sort_keys=True)}"
+
+
+@service.tool(
+    input_schema={
+        "type": "object",
+        "properties": {
+            "region": {
+                "type": "string",
+                "description": "Mirrored into the Mcp-Param-Region header",
+                "x-mcp-header": "Region",
+                "default": "<none>",
+            }
+        },
+        "additionalProperties": False,
+    }
+)
+def test_x_mcp_header(region: str = "<none>") -> str:
+    """A parameter the client mirrors into an Mcp-Param-Region header, which the server checks
+    against the body (http-custom-header-server-validation, SEP-2243)."""
+    return f"region={region}"
+
+
+# -- tools: list changes (server-stateless, on a subscriptions/listen stream) ----------------------
+
+def _dynamic_tool() -> str:
+    """Added and removed at once by test_trigger_tool_change."""
+    return "dynamic"
+
+
+def _dynamic_prompt() -> str:
+    """Added and removed at once by test_trigger_prompt_change."""
+    return "dynamic"
+
+
+@service.tool
+def test_trigger_tool_change() -> str:
+    """Adds and removes a tool, so listeners get notifications/tools/list_changed."""
+    service.add_tool(Tool(_dynamic_tool, name="test_dynamic_tool"))
+    service.remove_tool("test_dynamic_tool")
+    return "tool list changed"
+
+
+@service.tool
+def test_trigger_prompt_change() -> str:
+    """Adds and removes a prompt, so listeners get notifications/prompts/list_changed."""
+    service.prompt(name="test_dynamic_prompt")(_dynamic_prompt)
+    service.remove_prompt("test_dynamic_prompt")
+    return "prompt list changed"
+
+
+# -- prompts (prompts-*, completion-complete) ------------------------------------------------------
+
+@service.prompt
+def test_simple_prompt() -> str:
+    """A prompt without arguments (prompts-get-simple)."""
+    return "This is a simple prompt for testing."
+
+
+ARG1_SUGGESTIONS = ["paris", "park", "party", "test", "testing", "tested"]
+
+
+@service.prompt(complete={"arg1": ARG1_SUGGESTIONS, "arg2": ARG1_SUGGESTIONS})
+def test_prompt_with_arguments(
+    arg1: Annotated[str, "First test argument"],
+    arg2: Annotated[str, "Second test argument"],
+) -> str:
+    """A prompt with two required arguments, substituted into its text (prompts-get-with-args)."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@service.prompt
+def test_prompt_with_embedded_resource(resourceUri: Annotated[str, "URI of the resource to embed"]) -> list[Any]:  # noqa: N803 (the suite's name)
+    """A prompt whose first message embeds a resource (prompts-get-embedded-resource)."""
+    embedded = {
+        "type": "resource",
+        "resource": {"uri": resourceUri, "mimeType": "text/plain", "text": "Embedded resource content for testing."},
+    }
+    return [{"role": "user", "content": embedded}, "Please process the embedded resource above."]
+
+
+@service.prompt
+def test_prompt_with_image() -> list[Any]:
+    """A prompt whose first message is an image (prompts-get-with-image)."""
+    return [{"role": "user", "content": Image(PNG, mime_type="image/png")}, "Please analyze the image above."]
+
+
+# -- resources (resources-*, sep-2164-resource-not-found, caching) ---------------------------------
+
+@service.resource("test://static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource (resources-read-text)."""
+    return "This is the content of the static text resource."
+
+
+@service.resource("test://static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource, a PNG image (resources-read-binary)."""
+    return PNG
+
+
+@service.resource("test://template/{id}/data", mime_type="application/json", complete={"id": ["123", "456", "789"]})
+def template_data(id: str) -> dict[str, Any]:  # noqa: A002 (the template's variable)
+    """A templated resource whose content repeats its {id} (resources-templates-read)."""
+    return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+@service.resource("test://watched-resource", mime_type="text/plain")
+def watched() -> str:
+    """A resource clients subscribe to (resources-subscribe, resources-unsubscribe)."""
+    return "Watched resource content"
+
+
+server = Server("mcpsync-conformance", services=[service])
+
+
+if __name__ == "__main__":
+    server.serve_stdio()
