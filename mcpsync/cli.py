@@ -153,6 +153,10 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
     for extra in loaded[1:]:
         for service in extra.catalog.services if isinstance(extra, Server) else [extra]:
             server.add_service(service)
+    names = [upstream.name for upstream in config.upstreams]
+    clashes = sorted({name for name in names if names.count(name) > 1})
+    if clashes:
+        raise click.ClickException(f"two upstreams are named {', '.join(map(repr, clashes))}; rename one in {config.path}")
     for upstream in config.upstreams:
         server.add_remote(
             upstream.name,
@@ -176,7 +180,7 @@ EXIT_FAILURE = 3
 
 
 def _client_options(command):  # type: ignore[no-untyped-def]
-    command = click.argument("server", nargs=-1, required=True, metavar="-- COMMAND...")(command)
+    command = click.argument("server", nargs=-1, required=True, metavar="URL | -- COMMAND...")(command)
     command = click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Deadline of each request, in seconds.")(command)
     command = click.option(
         "--mode",
@@ -196,8 +200,11 @@ def _open(server: tuple[str, ...], mode: str, timeout: float):  # type: ignore[n
     from .client import connect
     from .errors import McpsyncError
 
+    target: list[str] | str = list(server)
+    if len(server) == 1 and server[0].startswith(("http://", "https://")):
+        target = server[0]  # a Streamable HTTP endpoint rather than a command
     try:
-        return connect(list(server), mode=mode, timeout=timeout)
+        return connect(target, mode=mode, timeout=timeout)
     except McpsyncError as exc:
         raise _ClientFailure(f"cannot talk to {' '.join(server)}: {exc}") from exc
 
@@ -311,5 +318,5 @@ def listen(server: tuple[str, ...], mode: str, timeout: float, count: int | None
                         break
             except KeyboardInterrupt:
                 pass
-        if listener.error is not None:
-            raise _ClientFailure(str(listener.error))
+        if listener.error is not None:  # the server went away: the end of what there was to hear
+            click.echo(f"the server ended: {listener.error}", err=True)

@@ -30,12 +30,15 @@ from ..protocol.versions import (
     LATEST_HANDSHAKE_VERSION,
     LATEST_MODERN_VERSION,
     META_CLIENT_CAPABILITIES,
+    LOG_LEVELS,
     META_CLIENT_INFO,
+    META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_VERSIONS,
     Era,
+    is_log_level,
 )
 from .listen import Listener
 
@@ -88,6 +91,8 @@ class ClientSession:
             change and resource update, before any response that arrives after it is delivered
             (a gateway relays changes this way, ahead of the result of the call that caused them).
         on_lost: called once when the connection is lost, after every pending call has failed.
+        log_level: in 2026-07-28, the `logLevel` every request asks for (a server sends
+            `notifications/message` only when asked); the handshake era uses logging/setLevel.
     """
 
     def __init__(
@@ -103,6 +108,7 @@ class ClientSession:
         on_log: Callable[[dict[str, Any]], None] | None = None,
         on_change: Callable[[str, dict[str, Any]], None] | None = None,
         on_lost: Callable[[Exception], None] | None = None,
+        log_level: str | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -121,6 +127,9 @@ class ClientSession:
                 self._handlers[method] = handler
                 self.capabilities[capability] = {}
         self._on_log = on_log
+        if log_level is not None and not is_log_level(log_level):
+            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+        self.log_level = log_level
         self._on_change = on_change
         self._on_lost_callback = on_lost
         self._ids = itertools.count(1)
@@ -297,11 +306,14 @@ class ClientSession:
 
     def envelope(self) -> dict[str, Any]:
         """The 2026-07-28 `_meta` keys every request of this session carries."""
-        return {
+        envelope = {
             META_PROTOCOL_VERSION: self.protocol_version,
             META_CLIENT_CAPABILITIES: self.capabilities,
             META_CLIENT_INFO: self.client_info,
         }
+        if self.log_level is not None:
+            envelope[META_LOG_LEVEL] = self.log_level
+        return envelope
 
     def _cancel_on_wire(self, request_id: Any, reason: str, timeout: float | None = None) -> None:
         try:
