@@ -275,12 +275,17 @@ class RemoteSource:
         the upstream's tag)."""
         kind = _KIND_OF.get(method)
         if kind is not None:
+            cache = self._caches[kind]
+            # Already stale and nobody fetching: clients were told and have not re-listed yet, so a
+            # second notice says nothing new (an upstream may send one change on two streams).
+            unseen = cache.stale and not cache.lock.locked()
             for affected in (kind, "templates") if kind == "resources" else (kind,):
                 cache = self._caches[affected]
                 cache.generation += 1
                 cache.stale = True
                 cache.failure = None  # the upstream changed: a refresh may work now
-            self._on_change(frozenset((kind,)))
+            if not unseen:
+                self._on_change(frozenset((kind,)))
         elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
             self._on_updated(params["uri"])
 

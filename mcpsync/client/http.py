@@ -574,6 +574,7 @@ class HttpConnection:
         id) when the server ends the stream, until it refuses, or ends it without sending a byte,
         _MAX_RECONNECTS times in a row."""
         fruitless, last_id, retry_ms = 0, None, None
+        unreachable: Exception | None = None  # why the latest attempt could not connect at all
         try:
             while not self._stopping():
                 extra = {"Accept": "text/event-stream"}
@@ -602,6 +603,7 @@ class HttpConnection:
                         finally:
                             last_id, retry_ms = parser.last_event_id, parser.retry_ms
                         fruitless = 0 if received else fruitless + 1
+                    unreachable = None
                 except _Aborted:
                     return
                 except TimeoutError:
@@ -609,9 +611,14 @@ class HttpConnection:
                 except (_Unreachable, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
                     log.debug("the GET stream of %s failed: %s", self.url, exc)
                     fruitless += 1
+                    unreachable = exc if isinstance(exc, _Unreachable) else None
                 finally:
                     self._release(stream, conn)
-                if fruitless >= _MAX_RECONNECTS or self._wait_retry(retry_ms):
+                if fruitless >= _MAX_RECONNECTS:
+                    if unreachable is not None:  # the server itself is gone, not just its stream
+                        self._lose(ConnectionLost(f"the server at {self.url} went away: {unreachable}"))
+                    return
+                if self._wait_retry(retry_ms):
                     return
         except Exception:
             log.exception("the GET stream worker failed")
