@@ -59,7 +59,7 @@ def cli() -> None:
     "--max-frame-bytes",
     type=click.IntRange(min=1024),
     default=None,
-    help=f"Longest accepted input line; longer ones are answered -32600 and skipped.  [default: {DEFAULT_MAX_FRAME_BYTES}]",
+    help=f"Longest accepted input line (longer: -32600, skipped); over HTTP the largest body (larger: 413).  [default: {DEFAULT_MAX_FRAME_BYTES}]",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Requests served concurrently (threads).  [default: 16]")
 @click.option(
@@ -68,6 +68,38 @@ def cli() -> None:
     default=None,
     help="Entries per page of tools/list, prompts/list and the resource lists.  [default: 100]",
 )
+@click.option(
+    "--http",
+    "http_address",
+    metavar="HOST:PORT",
+    help="Serve Streamable HTTP on this address (port 0: any free port) instead of stdio.",
+)
+@click.option("--path", "http_path", default="/mcp", show_default=True, help="HTTP: the MCP endpoint's path.")
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="HTTP: a Host name let in besides localhost (name, name:port, or *). Repeatable.",
+)
+@click.option(
+    "--allow-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="HTTP: a browser Origin let in besides local ones (https://app.example.com, or *). Repeatable.",
+)
+@click.option(
+    "--threads", type=click.IntRange(min=2), default=None, help="HTTP: server threads; each open stream holds one.  [default: 64]"
+)
+@click.option(
+    "--max-streams", type=click.IntRange(min=1), default=None, help="HTTP: listens and GET streams open at once.  [default: 3/4 of --threads]"
+)
+@click.option("--request-timeout", type=click.FloatRange(min=0.1), default=None, help="HTTP: seconds a request may run.  [default: 300]")
+@click.option(
+    "--session-timeout", type=click.FloatRange(min=1), default=None, help="HTTP: seconds an idle handshake-era session lives.  [default: 1800]"
+)
+@click.option("--keepalive", type=click.FloatRange(min=0.05), default=None, help="HTTP: seconds between SSE keep-alive comments.  [default: 15]")
 def serve(
     target: str | None,
     name: str | None,
@@ -77,13 +109,26 @@ def serve(
     max_frame_bytes: int | None,
     workers: int | None,
     page_size: int | None,
+    http_address: str | None,
+    http_path: str,
+    allowed_hosts: tuple[str, ...],
+    allowed_origins: tuple[str, ...],
+    threads: int | None,
+    max_streams: int | None,
+    request_timeout: float | None,
+    session_timeout: float | None,
+    keepalive: float | None,
 ) -> None:
-    """Serve MCP over stdio, both protocol eras on one connection.
+    """Serve MCP over stdio (or HTTP with --http), both protocol eras.
 
     TARGET is what to serve: a Python file (app.py) or module (package.module), optionally
     followed by :ATTR naming a Server, a Service, or a function returning one. With
     --upstream or --config, other MCP servers are proxied behind it (a gateway). With none of
     these, the embedded demo service is served.
+
+    With --http HOST:PORT it serves Streamable HTTP instead (cheroot, a threaded WSGI server)
+    at http://HOST:PORT/mcp until SIGTERM or Ctrl-C; the same app runs under any WSGI server
+    through Server.wsgi_app().
 
     \b
     Examples:
@@ -92,6 +137,7 @@ def serve(
       mcpsync serve mypackage.tools:service --name tools --log-level info
       mcpsync serve --upstream "npx -y @modelcontextprotocol/server-everything"
       mcpsync serve --config ~/.config/Claude/claude_desktop_config.json
+      mcpsync serve app.py --http 127.0.0.1:8000
     """
     from .config import ConfigError, GatewayConfig, load_config, upstream_from_argument
 
@@ -102,6 +148,19 @@ def serve(
         raise click.ClickException(str(exc)) from exc
     settings = config.server
     _configure_logging(log_level or settings.get("log_level", "warning"))
+    if http_address is not None:
+        host, port = _parse_address(http_address)
+        server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
+        options = {
+            "allowed_hosts": allowed_hosts or None,
+            "allowed_origins": allowed_origins or None,
+            "max_streams": max_streams,
+            "request_timeout": request_timeout,
+            "session_timeout": session_timeout,
+            "keepalive": keepalive,
+        }
+        _serve_http(server, host, port, http_path, threads, {k: v for k, v in options.items() if v is not None})
+        return
     from .server import isolate_stdio
 
     wire = isolate_stdio()  # before user code runs: its import-time prints must not reach the client
@@ -115,6 +174,31 @@ def serve(
     if not clean:
         # Requests still running past the shutdown deadline would keep the interpreter alive (Python
         # joins worker threads at exit); the user asked us to stop, so leave without them.
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"expected HOST:PORT (e.g. 127.0.0.1:8000), not {address!r}", param_hint="--http")
+    return host, int(port)
+
+
+def _serve_http(server, host, port, path, threads, options):  # type: ignore[no-untyped-def]
+    """Serve until SIGTERM or Ctrl-C; the URL goes to stderr first (port 0 picks a free port)."""
+    def announce(url: str) -> None:
+        click.echo(f"mcpsync: serving MCP over HTTP at {url}", err=True)
+
+    try:
+        clean = server.serve_http(host, port, path=path, threads=threads, on_ready=announce, **options)
+    except (OSError, ValueError) as exc:
+        server.close(timeout=0)
+        raise click.ClickException(f"cannot serve HTTP on {host}:{port}: {exc}") from exc
+    server.close(timeout=0)
+    if not clean:
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
 from .catalog.catalog import Catalog
@@ -25,6 +25,10 @@ from .engine.interceptors import Interceptor
 from .protocol.versions import Era
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
+
+if TYPE_CHECKING:
+    from .transport._http_server import HttpServing
+    from .transport.http import WsgiTransport
 
 log = logging.getLogger("mcpsync")
 
@@ -39,8 +43,9 @@ class Server:
         interceptors: hooks around every request and tool call (see `Interceptor`).
         tool_filter: a predicate; tools it rejects are neither listed nor callable.
         page_size: entries per page of every list method.
-        workers: threads running requests concurrently on each stdio connection.
-        max_frame_bytes: the longest stdio line accepted (longer ones are answered -32600).
+        workers: threads running requests concurrently on each stdio connection (and per HTTP app).
+        max_frame_bytes: the longest stdio line accepted (longer ones are answered -32600), and
+            the largest HTTP request body (413).
         ttl_ms, cache_scope: the cache hints of 2026-07-28 list results.
         shutdown_timeout: how long `shutdown()` waits for running requests.
         drain_timeout: how long end of input waits for running requests.
@@ -86,7 +91,7 @@ class Server:
         self.drain_timeout = drain_timeout
         self.subscription_cap = subscription_cap
         self._lock = threading.Lock()
-        self._transports: list[StdioServer] = []
+        self._transports: list[Any] = []  # StdioServer, WsgiTransport, HttpServing
         self.catalog.add_listener(self._publish)
         self.catalog.add_update_listener(self._publish_update)
 
@@ -180,7 +185,7 @@ class Server:
         for transport in self._live_transports():
             transport.publish_resource_updated(uri)
 
-    def _live_transports(self) -> tuple[StdioServer, ...]:
+    def _live_transports(self) -> tuple[Any, ...]:
         with self._lock:
             return tuple(self._transports)
 
@@ -242,6 +247,84 @@ class Server:
         if start:
             transport.start()
         return transport
+
+    # -- HTTP -----------------------------------------------------------------------------------
+    def wsgi_app(self, path: str = "/mcp", **options: Any) -> "WsgiTransport":
+        """A WSGI application serving this server's MCP endpoint at `path`, in both eras.
+
+        Host it with any WSGI server that streams (cheroot, gunicorn's gthread workers, uWSGI,
+        mod_wsgi), or mount it beside another WSGI app (`fallback=flask_app` serves every other
+        path). `options` are those of `WsgiTransport` (allowed_hosts, allowed_origins,
+        request_timeout, keepalive, max_streams, session_timeout, ...); `workers`,
+        `max_body_bytes`, `subscription_cap` and `shutdown_timeout` default to this server's.
+        The app stops with `shutdown()`.
+        """
+        app = self._http_app(path, options, on_stopped=lambda: self._unregister(app))
+        with self._lock:
+            self._transports.append(app)
+        return app
+
+    def start_http(
+        self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp", threads: int | None = None, **options: Any
+    ) -> "HttpServing":
+        """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with cheroot, on a
+        background thread, and return at once; `shutdown()` stops it. `threads` is cheroot's
+        thread count (default 64); each open stream holds one, so `max_streams` (default three
+        quarters of them) must stay below it. Other options as for `wsgi_app`."""
+        return self._hosted_http(host, port, path, threads, options).start()
+
+    def serve_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        path: str = "/mcp",
+        threads: int | None = None,
+        on_ready: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> bool:
+        """Serve HTTP on `host:port` until `shutdown()` (or SIGTERM/SIGINT, when called on the
+        main thread); blocks. `on_ready(url)` is called once the port is bound (port 0 picks a
+        free one). Options as for `start_http`. True if every request finished in time."""
+        serving = self._hosted_http(host, port, path, threads, options)
+        with _graceful_signals(serving):
+            if on_ready is not None:
+                on_ready(serving.url)
+            return serving.serve()
+
+    def _hosted_http(self, host: str, port: int, path: str, threads: int | None, options: dict[str, Any]) -> "HttpServing":
+        from .transport._http_server import DEFAULT_THREADS, HttpServing
+
+        threads = threads or DEFAULT_THREADS
+        options.setdefault("max_streams", max(1, threads * 3 // 4))
+        if options["max_streams"] >= threads:
+            raise ValueError("max_streams must be below threads: each open stream holds a thread")
+        serving: HttpServing | None = None
+        app = self._http_app(path, options, on_stopped=lambda: self._unregister(serving))
+        try:
+            serving = HttpServing(app, host, port, threads=threads)
+        except BaseException:
+            app.shutdown(0)
+            raise
+        with self._lock:
+            self._transports.append(serving)
+        return serving
+
+    def _unregister(self, transport: Any) -> None:
+        with self._lock:
+            if transport in self._transports:
+                self._transports.remove(transport)
+
+    def _http_app(self, path: str, options: dict[str, Any], on_stopped: Callable[[], None] | None = None) -> "WsgiTransport":
+        from .transport.http import WsgiTransport
+
+        defaults = {
+            "workers": self.workers,
+            "max_body_bytes": self.max_frame_bytes,
+            "subscription_cap": self.subscription_cap,
+            "shutdown_timeout": self.shutdown_timeout,
+        }
+        return WsgiTransport(self.engine, path=path, on_stopped=on_stopped, **{**defaults, **options})
 
     def wait(self, timeout: float) -> bool:
         """Wait until every transport serving now has stopped (end of input or shutdown)."""
@@ -314,7 +397,7 @@ class _graceful_signals:
     the signal itself wakes the reader from `poll()`, and the handler runs right after.
     """
 
-    def __init__(self, transport: StdioServer) -> None:
+    def __init__(self, transport: Any) -> None:
         self._transport = transport
         self._previous: dict[int, Any] = {}
         self._previous_wakeup: int | None = None

@@ -51,7 +51,7 @@ _MAX_PENDING = 1024
 class _Exchange:
     """One in-flight request: its cancellation and its request-scoped notifications."""
 
-    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_answered", "_output", "_callbacks", "_lock")
+    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_callbacks", "_lock")
 
     def __init__(self, request_id: Any, method: str, output: Output) -> None:
         self.request_id = request_id
@@ -61,6 +61,7 @@ class _Exchange:
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
         self._answered: concurrent.futures.Future[None] | None = None  # made when someone waits
+        self._over = False  # set by finish(), after the response and the era commit
         self._output = output
         self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
@@ -73,7 +74,7 @@ class _Exchange:
         with self._lock:
             if self._answered is None:
                 self._answered = concurrent.futures.Future()
-                if self.done:
+                if self._over:
                     self._answered.set_result(None)
             return self._answered
 
@@ -81,6 +82,7 @@ class _Exchange:
         """Mark the request over (after its response, or instead of one)."""
         with self._lock:
             self.done = True
+            self._over = True
             answered = self._answered
         if answered is not None and not answered.done():
             answered.set_result(None)

@@ -1,0 +1,367 @@
+"""mcpsync over Streamable HTTP, on real sockets on 127.0.0.1.
+
+Servers run either as `python -m mcpsync serve --http 127.0.0.1:0 ...` subprocesses (the URL is
+read from stderr) or in this process through `Server.start_http()` (cheroot on a background
+thread), when a test needs to see what a tool saw. Clients: mcpsync's own (`mcpsync.connect(url)`),
+raw `http.client` for what a client library would hide (headers, the SSE bytes, hanging up), and
+the official Python SDK (`sdk_http_driver.py`, in the peers venv).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+import mcpsync
+from mcpsync import Context, Server, Service
+from wire import FIXTURES, REPO_ROOT, base_env, has_traceback, modern_meta
+
+pytestmark = pytest.mark.timeout(60)
+
+LONG = 20.0 if os.environ.get("CI") else 10.0
+APP = FIXTURES / "http_app.py"
+DRIVER = Path(__file__).with_name("sdk_http_driver.py")
+MODERN = "2026-07-28"
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+class HttpServerProcess:
+    """`mcpsync serve --http 127.0.0.1:0 ARGS...` as a child; `.url` once it listens."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=base_env(),
+            cwd=str(REPO_ROOT),
+            start_new_session=True,
+        )
+        self.stderr = b""
+        deadline = time.monotonic() + LONG
+        while b"serving MCP over HTTP at " not in self.stderr:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stderr], [], [], max(0.0, remaining))
+            chunk = os.read(self.proc.stderr.fileno(), 4096) if ready else b""
+            if not chunk:
+                self.kill()
+                pytest.fail(f"the server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
+            self.stderr += chunk
+        self.url = self.stderr.split(b"serving MCP over HTTP at ", 1)[1].split()[0].decode()
+
+    def stop(self) -> tuple[int, str]:
+        """SIGTERM, then the exit status and all of stderr (the child must exit within LONG)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, rest = self.proc.communicate(timeout=LONG)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail("the server did not exit within LONG after SIGTERM", pytrace=False)
+        return self.proc.returncode, (self.stderr + rest).decode(errors="replace")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.communicate(timeout=LONG)
+
+    def __enter__(self) -> "HttpServerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+
+
+def modern_post(url: str, method: str, params: dict[str, Any] | None = None, *, id: Any = 1, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+    """POST one 2026-07-28 request with its routing headers; returns the open response."""
+    params = {"_meta": modern_meta(), **(params or {})}
+    routing = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    if "name" in params:
+        routing["Mcp-Name"] = params["name"]
+    return post(url, {"jsonrpc": "2.0", "id": id, "method": method, "params": params}, {**routing, **(headers or {})})
+
+
+def post(url: str, body: Any, headers: dict[str, str]) -> http.client.HTTPResponse:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=LONG)
+    data = json.dumps(body).encode()
+    conn.request("POST", parts.path, body=data, headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    sock = conn.sock
+    response = conn.getresponse()
+    response.socket = sock  # type: ignore[attr-defined]  # for hang_up()
+    return response
+
+
+def sse_messages(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of an event stream as they arrive (comments skipped)."""
+    while True:
+        line = response.readline()
+        if not line:
+            return
+        if line.startswith(b"data: "):
+            yield json.loads(line[6:])
+
+
+def hang_up(response: http.client.HTTPResponse) -> None:
+    """Close the connection under a response, the way a client that goes away does."""
+    response.socket.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
+    response.close()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Server, Service, Any]]:
+    """An in-process server on an ephemeral port, with short keep-alives; shut down afterwards."""
+    service = Service("inproc")
+
+    @service.tool
+    def echo(text: str) -> str:
+        return text
+
+    server = Server("inproc", services=[service], shutdown_timeout=LONG)
+    serving = server.start_http("127.0.0.1", 0, keepalive=0.1, threads=16)
+    yield server, service, serving
+    assert server.close(LONG)
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["modern", "legacy"])
+def test_cli_serves_both_eras_streams_progress_and_stops_on_sigterm(mode: str) -> None:
+    with HttpServerProcess(str(APP)) as server:
+        with mcpsync.connect(server.url, mode=mode, timeout=LONG) as session:
+            assert session.era.value == ("modern" if mode == "modern" else "handshake")
+            assert {"echo", "countdown", "add_tool"} <= {tool["name"] for tool in session.list_tools()}
+            assert session.call_tool("echo", {"text": "hi"})["content"][0]["text"] == "hi"
+            progress: list[float] = []
+            result = session.call_tool("countdown", {"steps": 3, "delay": 0.02}, progress=lambda done, total, message: progress.append(done))
+            assert result["content"][0]["text"] == "counted down 3 steps"
+            assert progress == [1, 2, 3]  # each arrived on the request's SSE stream before the result
+        status, stderr = server.stop()
+    assert status == 0, stderr
+    assert not has_traceback(stderr), stderr
+
+
+def test_listen_over_sse_receives_a_change_made_by_another_request() -> None:
+    with HttpServerProcess(str(APP)) as server:
+        response = modern_post(server.url, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, id="L1")
+        assert response.status == 200
+        assert response.getheader("Content-Type") == "text/event-stream"
+        assert response.getheader("X-Accel-Buffering") == "no"
+        messages = sse_messages(response)
+        ack = next(messages)
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "L1"}
+        with mcpsync.connect(server.url, mode="modern", timeout=LONG) as other:
+            added = other.call_tool("add_tool")["content"][0]["text"]
+        change = next(messages)
+        assert change == {
+            "jsonrpc": "2.0",
+            "method": "notifications/tools/list_changed",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "L1"}},
+        }
+        hang_up(response)
+        with mcpsync.connect(server.url, mode="legacy", timeout=LONG) as legacy:
+            assert added in {tool["name"] for tool in legacy.list_tools()}
+            with legacy.listen(tools=True) as listener:  # the session's GET stream
+                with mcpsync.connect(server.url, mode="modern", timeout=LONG) as other:
+                    other.call_tool("add_tool")
+                assert listener.next_event(LONG) == mcpsync.ListChanged("tools")
+        status, stderr = server.stop()
+    assert status == 0 and not has_traceback(stderr), stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern", "pinned"])
+def test_the_official_sdk_client_over_http(mode: str, peers_python: str, bounded: Any) -> None:
+    with HttpServerProcess(str(APP)) as server:
+        result = bounded([peers_python, str(DRIVER), "--mode", mode, server.url], timeout=60.0, cwd=REPO_ROOT)
+        status, stderr = server.stop()
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["era"] == ("handshake" if mode == "legacy" else "modern")
+    assert {"echo", "countdown", "add_tool", "region_weather"} <= set(summary["tools"])
+    assert summary["echo"] == "hi"
+    assert summary["countdown"] == "counted down 3 steps" and summary["progress"] == [1, 2, 3]
+    assert summary["region"] == "sunny in Nordland"  # its Mcp-Param-Region header was checked and matched
+    if mode == "legacy":
+        assert summary["change"] == {"method": "notifications/tools/list_changed", "tagged": False}
+    else:
+        assert summary["listen"]["honored"] == {"toolsListChanged": True}
+        assert summary["listen"]["event"] == "ToolsListChanged"
+    assert status == 0 and not has_traceback(stderr), stderr
+
+
+def test_the_same_app_under_gunicorn_with_several_workers() -> None:
+    """2026-07-28 requests are stateless, so any worker process serves any of them. (A short
+    keep-alive: gunicorn's graceful stop waits for open streams, and a closed listen is noticed at
+    the next keep-alive comment.)"""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--chdir", str(FIXTURES), "-k", "gthread", "--workers", "2", "--threads", "8",
+         "--bind", "127.0.0.1:0", "--graceful-timeout", "5", "http_app:wsgi(keepalive=0.2)"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=base_env(), start_new_session=True,
+    )
+    log = b""
+    try:
+        deadline = time.monotonic() + LONG
+        while log.count(b"Booting worker") < 2 or b"Listening at: " not in log:
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(proc.stderr.fileno(), 4096) if ready else b""
+            assert chunk, f"gunicorn did not start:\n{log.decode(errors='replace')}"
+            log += chunk
+        url = log.split(b"Listening at: ", 1)[1].split()[0].decode() + "/mcp"
+        with mcpsync.connect(url, mode="modern", timeout=LONG) as session:
+            answers = [session.call_tool("echo", {"text": str(n)})["content"][0]["text"] for n in range(8)]
+            assert answers == [str(n) for n in range(8)]
+            progress: list[float] = []
+            session.call_tool("countdown", {"steps": 3, "delay": 0.02}, progress=lambda done, total, message: progress.append(done))
+            assert progress == [1, 2, 3]
+            with session.listen(tools=True) as listener:
+                assert listener.accepted == {"toolsListChanged": True, "promptsListChanged": True}
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=LONG)
+        log += rest
+        assert proc.returncode == 0, log.decode(errors="replace")
+        assert not has_traceback(log.decode(errors="replace")), log.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=LONG)
+
+
+# -- in process: what the server saw ------------------------------------------------------------------
+
+def test_a_client_hanging_up_mid_stream_cancels_the_request_and_frees_the_stream(served: Any) -> None:
+    server, service, serving = served
+    started, cancelled = threading.Event(), threading.Event()
+
+    @service.tool
+    def hold(ctx: Context) -> str:
+        ctx.on_cancel(cancelled.set)
+        ctx.progress(1, message="started")
+        started.set()
+        return "cancelled" if ctx.wait_cancelled(LONG) else "not cancelled"
+
+    closed = threading.Event()
+    app = serving.app
+    original = app._stream_closed
+
+    def stream_closed(exchange: Any, completed: bool) -> None:
+        original(exchange, completed)
+        closed.set()
+
+    app._stream_closed = stream_closed
+    response = modern_post(serving.url, "tools/call", {"name": "hold", "_meta": modern_meta(progressToken="t")})
+    assert response.getheader("Content-Type") == "text/event-stream"
+    assert next(sse_messages(response))["method"] == "notifications/progress"
+    assert started.is_set()
+    hang_up(response)
+    assert cancelled.wait(LONG), "closing the stream did not cancel the request"
+    assert closed.wait(LONG), "the server did not notice the client went away"
+    closed.clear()
+    listen = modern_post(serving.url, "subscriptions/listen", {"notifications": {"toolsListChanged": True}})
+    assert next(sse_messages(listen))["method"] == "notifications/subscriptions/acknowledged"
+    hang_up(listen)
+    assert closed.wait(LONG), "the server did not notice the listener went away"
+    assert not app._listens and app._streams == 0
+    with mcpsync.connect(serving.url, mode="modern", timeout=LONG) as session:  # still serving
+        assert session.call_tool("echo", {"text": "after"})["content"][0]["text"] == "after"
+
+
+def test_two_clients_at_once_in_both_eras(served: Any) -> None:
+    server, service, serving = served
+    meeting = threading.Barrier(2, timeout=LONG)
+
+    @service.tool
+    def meet(who: str) -> str:
+        meeting.wait()  # only returns when both calls are running at the same time
+        return f"met {who}"
+
+    answers: dict[str, str] = {}
+    failures: list[BaseException] = []
+
+    def client(mode: str) -> None:
+        try:
+            with mcpsync.connect(serving.url, mode=mode, timeout=LONG) as session:
+                answers[mode] = session.call_tool("meet", {"who": mode})["content"][0]["text"]
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=client, args=(mode,)) for mode in ("modern", "legacy")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(LONG * 2)
+    assert not failures, failures
+    assert answers == {"modern": "met modern", "legacy": "met legacy"}
+
+
+def test_shutdown_completes_an_open_listen(served: Any) -> None:
+    server, service, serving = served
+    response = modern_post(serving.url, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, id=9)
+    messages = sse_messages(response)
+    assert next(messages)["method"] == "notifications/subscriptions/acknowledged"
+    stopper = threading.Thread(target=server.shutdown, args=(LONG,))
+    stopper.start()
+    final = next(messages)
+    assert final["id"] == 9 and final["result"]["resultType"] == "complete"
+    assert final["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 9
+    assert list(messages) == []  # then the stream ends
+    stopper.join(LONG)
+    assert serving.wait(0)
+    assert server._live_transports() == ()  # a stopped transport is no longer published to
+
+
+def test_dns_rebinding_is_refused_and_allowed_hosts_are_let_in() -> None:
+    server = Server("hosts", services=[Service("empty")])
+    serving = server.start_http("127.0.0.1", 0, threads=4, allowed_hosts=["mcp.example.com"])
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}}
+        routing = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "server/discover"}
+        for headers, status in [
+            ({"Host": "evil.example.com", "Origin": "http://evil.example.com"}, 403),
+            ({"Origin": "http://evil.example.com"}, 403),
+            ({"Host": "mcp.example.com"}, 200),
+            ({}, 200),
+        ]:
+            response = post(serving.url, body, {**routing, **headers})
+            assert response.status == status, headers
+            assert json.loads(response.read())["jsonrpc"] == "2.0"  # a JSON-RPC body either way
+    finally:
+        assert server.close(LONG)
+
+
+def test_mounted_beside_another_wsgi_app_with_a_body_limit() -> None:
+    def website(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"hello from the other app"]
+
+    server = Server("mounted", services=[Service("empty")], max_frame_bytes=2048)
+    serving = server.start_http("127.0.0.1", 0, threads=4, fallback=website)
+    try:
+        parts = urlsplit(serving.url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=LONG)
+        conn.request("GET", "/")
+        page = conn.getresponse()
+        assert page.status == 200 and page.read() == b"hello from the other app"
+        too_big = post(serving.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x" * 4096}}, {})
+        assert too_big.status == 413
+        with mcpsync.connect(serving.url, mode="modern", timeout=LONG) as session:
+            assert session.list_tools() == []
+    finally:
+        assert server.close(LONG)

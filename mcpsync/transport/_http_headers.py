@@ -1,0 +1,213 @@
+"""The 2026-07-28 routing headers of an HTTP POST, checked against its body (-32020).
+
+Strategy: pure functions over a plain mapping of lower-cased header names to values (OWS already
+stripped, RFC 9110 §5.5), so they are tested without a server. `check_routing_headers` is the
+engine's `HeaderCheck` hook for one request: it runs after the envelope's shape is known good and
+before the version is checked, so a client whose header and body disagree is told -32020 rather
+than -32022 (the conformance suite's order).
+
+What is checked (streamable-http.mdx §Standard headers, §Custom headers; SEP-2243):
+- `MCP-Protocol-Version` present and equal to `_meta["io.modelcontextprotocol/protocolVersion"]`;
+- `Mcp-Method` equal to the body's `method` (values are case-sensitive);
+- `Mcp-Name` equal to `params.name` (`tools/call`, `prompts/get`) or `params.uri`
+  (`resources/read`) when the body has one;
+- for `tools/call`, every `Mcp-Param-<Token>` that the tool's `inputSchema` declares with
+  `x-mcp-header`: present exactly when the argument is (null counts as absent), equal once decoded
+  (integers compare numerically). A schema whose annotations are invalid is not checked at all:
+  conforming clients drop such a tool and send no headers for it.
+Values may come as `=?base64?<base64 of UTF-8>?=`; a malformed one never matches.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any, Callable, Iterator, Mapping
+
+from ..protocol.jsonrpc import ErrorCode, McpError, Request
+from ..protocol.versions import Envelope
+
+NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""Method → the params key that `Mcp-Name` mirrors."""
+PARAM_PREFIX = "mcp-param-"
+X_MCP_HEADER = "x-mcp-header"
+
+_SENTINEL = re.compile(r"=\?base64\?(?P<payload>.*)\?=", re.DOTALL)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+# JSON Schema applicators whose values are schemas: crossing one leaves the pure `properties` chain.
+_ONE_SCHEMA = frozenset(
+    {"items", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
+     "unevaluatedProperties", "not", "if", "then", "else", "contentSchema"}
+)
+_SCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+ToolSchema = Callable[[str], Any]
+"""Looks up the `inputSchema` of a tool by name (None when there is no such tool)."""
+
+
+def mismatch(message: str) -> McpError:
+    return McpError(ErrorCode.HEADER_MISMATCH, f"Header mismatch: {message}")
+
+
+def decode_value(value: str | None) -> str | None:
+    """A header value as sent: verbatim, or the text inside a `=?base64?...?=` sentinel. A malformed
+    sentinel (bad or non-canonical base64, not UTF-8) gives None, which matches nothing."""
+    if value is None:
+        return None
+    match = _SENTINEL.fullmatch(value)
+    if match is None:
+        return value
+    payload = match.group("payload")
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if base64.b64encode(raw).decode("ascii") != payload:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def check_routing_headers(headers: Mapping[str, str], request: Request, envelope: Envelope, tool_schema: ToolSchema) -> None:
+    """Raise -32020 when the request's routing headers do not match its body."""
+    version = headers.get("mcp-protocol-version")
+    if version is None:
+        raise mismatch("the MCP-Protocol-Version header is missing")
+    if version != envelope.protocol_version:
+        raise mismatch(
+            f"the MCP-Protocol-Version header ({version!r}) does not match the body's protocol version ({envelope.protocol_version!r})"
+        )
+    method = headers.get("mcp-method")
+    if method is None:
+        raise mismatch("the Mcp-Method header is missing")
+    if method != request.method:
+        raise mismatch(f"the Mcp-Method header ({method!r}) does not match the body's method ({request.method!r})")
+    key = NAMED_METHODS.get(request.method)
+    if key is not None:
+        body_value = request.params.get(key)
+        if body_value is not None:
+            raw = headers.get("mcp-name")
+            if raw is None:
+                raise mismatch(f"the Mcp-Name header is missing (the body's {key} is {body_value!r})")
+            if decode_value(raw) != body_value:
+                raise mismatch(f"the Mcp-Name header does not match the body's {key} ({body_value!r})")
+    if request.method == "tools/call":
+        _check_param_headers(headers, request, tool_schema)
+
+
+def _check_param_headers(headers: Mapping[str, str], request: Request, tool_schema: ToolSchema) -> None:
+    name = request.params.get("name")
+    arguments = request.params.get("arguments")
+    if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, dict)):
+        return  # the operation answers -32602 for these
+    schema = tool_schema(name)
+    if schema is None or invalid_annotation(schema) is not None:
+        return
+    arguments = arguments or {}
+    for path, token, prop in annotated_properties(schema):
+        header_name = f"Mcp-Param-{token}"
+        raw = headers.get(PARAM_PREFIX + token.lower())
+        value = _value_at(arguments, path)
+        argument = ".".join(path)
+        rendered = None if value is None else render_value(value)
+        if rendered is None:
+            if raw is not None:
+                raise mismatch(f"the {header_name} header is present but the argument {argument!r} is absent or cannot be sent as a header")
+            continue
+        if raw is None:
+            raise mismatch(f"the {header_name} header is missing (the argument {argument!r} is present)")
+        decoded = decode_value(raw)
+        if decoded is None:
+            raise mismatch(f"the {header_name} header carries a malformed base64 value")
+        if not _same_value(prop.get("type"), value, rendered, decoded):
+            raise mismatch(f"the {header_name} header does not match the argument {argument!r}")
+
+
+def render_value(value: Any) -> str | None:
+    """How a client writes an argument into its header (None: it cannot be, so it sends none)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, (str, int, float)):
+        return None
+    try:
+        return str(value)
+    except ValueError:  # an int past the interpreter's digit limit
+        return None
+
+
+def _same_value(kind: Any, value: Any, rendered: str, decoded: str) -> bool:
+    """Integers compare numerically (`42` matches `42.0`); everything else as written."""
+    integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if kind == "integer" and integral and not isinstance(value, bool) and _DECIMAL.fullmatch(decoded):
+        whole, _, fraction = decoded.partition(".")
+        if fraction.strip("0"):
+            return False
+        try:
+            return int(whole) == int(value)
+        except ValueError:
+            return False
+    return decoded == rendered
+
+
+def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = arguments
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, dict[str, Any]]]:
+    """Every schema position in `root` with its chain of `properties` keys (None once another
+    applicator was crossed). Iterative, and `$ref` is never followed, so it ends on any input."""
+    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield path, node
+        for keyword, value in node.items():
+            if keyword == "properties" and isinstance(value, dict):
+                stack.extend(((*path, name) if path is not None else None, sub) for name, sub in value.items())
+            elif keyword in _ONE_SCHEMA:
+                stack.append((None, value))
+            elif keyword in _SCHEMA_LIST and isinstance(value, list):
+                stack.extend((None, sub) for sub in value)
+            elif keyword in _SCHEMA_MAP and isinstance(value, dict):
+                stack.extend((None, sub) for sub in value.values())
+
+
+def annotated_properties(schema: Any) -> Iterator[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    """(path, token, property schema) for each property reachable through `properties` alone that
+    carries an `x-mcp-header` string."""
+    for path, node in _schema_positions(schema):
+        token = node.get(X_MCP_HEADER)
+        if path and isinstance(token, str):
+            yield path, token, node
+
+
+def invalid_annotation(schema: Any) -> str | None:
+    """Why the schema's `x-mcp-header` annotations are invalid, or None if they are all valid."""
+    seen: dict[str, str] = {}
+    for path, node in _schema_positions(schema):
+        if X_MCP_HEADER not in node:
+            continue
+        if not path:
+            return f"{X_MCP_HEADER} outside a chain of properties"
+        where = ".".join(path)
+        token = node[X_MCP_HEADER]
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            return f"property {where!r}: {X_MCP_HEADER} must be an HTTP token"
+        if node.get("type") not in _HEADER_TYPES:
+            return f"property {where!r}: {X_MCP_HEADER} is allowed on string, integer and boolean properties only"
+        if token.lower() in seen:
+            return f"property {where!r}: {X_MCP_HEADER} {token!r} repeats that of {seen[token.lower()]!r}"
+        seen[token.lower()] = where
+    return None

@@ -1,0 +1,164 @@
+"""`mcpsync serve --http`: the WSGI transport hosted by cheroot, CherryPy's threaded WSGI server.
+
+Why cheroot: each response is written by the thread that iterates it, chunk by chunk, straight to
+the socket (chunked transfer encoding), so an SSE event leaves when it is yielded; a client that
+stops reading blocks that write only up to the socket timeout, after which the body is closed;
+`stop()` joins its threads with a deadline. (waitress, measured on the same SSE body, delivers
+events one at a time too, but keeps writing into its own output buffer, about 16 MiB per stalled
+client, and offers no programmatic stop.) It is pure Python.
+
+Strategy: `HttpServing` owns one cheroot server on a thread of its own (`mcpsync-http-server`)
+and the `WsgiTransport` it serves. Stopping is ordered: the transport first (listens get their
+`complete` result, streams end, running requests are answered), so every cheroot worker is free
+again, then cheroot itself. Each open stream holds one cheroot thread, so `threads` must exceed
+`max_streams`: the rest serve ordinary requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+from typing import Any
+
+from ..errors import McpsyncError
+from .http import WsgiTransport
+
+log = logging.getLogger("mcpsync")
+
+DEFAULT_THREADS = 64
+SOCKET_TIMEOUT = 10.0
+"""Seconds a read from, or a write to, a silent client may block before the connection is dropped."""
+
+
+class HttpServing:
+    """A running HTTP server for one `WsgiTransport` (started by `Server.start_http/serve_http`)."""
+
+    def __init__(self, app: WsgiTransport, host: str, port: int, *, threads: int = DEFAULT_THREADS) -> None:
+        try:
+            from cheroot import wsgi
+        except ImportError as exc:  # pragma: no cover - cheroot is a dependency
+            raise McpsyncError("serving HTTP needs cheroot: pip install cheroot") from exc
+        self.app = app
+        self._server = wsgi.Server(
+            (host, port),
+            app,
+            numthreads=threads,
+            server_name="mcpsync",
+            timeout=SOCKET_TIMEOUT,
+            shutdown_timeout=2.0,
+        )
+        self._server.prepare()  # binds now: a busy port fails here, in the caller
+        bound = self._server.bind_addr
+        self.host, self.port = bound[0], bound[1]
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{shown}:{self.port}{app.path}"
+        self._thread = threading.Thread(target=self._serve, name="mcpsync-http-server")
+        self._stop_requested = threading.Event()
+        self._stopped = threading.Event()
+        self._lock = threading.RLock()  # re-entrant: a signal handler may interrupt its holder
+        self._stopping = False
+        self._clean = True
+        self._wake_r, self._wake_w = os.pipe()  # wakes serve(); also the signal wake-up fd
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        self._wake_closed = False
+        self._serving = False
+
+    def start(self) -> "HttpServing":
+        with self._lock:
+            if not self._thread.is_alive() and self._thread.ident is None:
+                self._thread.start()
+        return self
+
+    @property
+    def signal_wakeup_fd(self) -> int:
+        """For `signal.set_wakeup_fd`: a signal delivered to any thread wakes `serve()`."""
+        return self._wake_w
+
+    def _serve(self) -> None:
+        try:
+            self._server.serve()
+        except Exception:
+            log.exception("the HTTP server failed")
+        finally:
+            self.request_shutdown()
+
+    # -- what the Server calls on each transport -------------------------------------------------
+    def publish_list_changed(self, kinds: frozenset[str]) -> None:
+        self.app.publish_list_changed(kinds)
+
+    def publish_resource_updated(self, uri: str) -> None:
+        self.app.publish_resource_updated(uri)
+
+    def request_shutdown(self) -> None:
+        """Ask `serve()` to stop; safe from a signal handler and any thread."""
+        self._stop_requested.set()
+        with self._lock:
+            if not self._wake_closed:
+                try:
+                    os.write(self._wake_w, b"x")
+                except OSError:
+                    pass  # full: serve() has been woken already
+
+    def serve(self) -> bool:
+        """Start (if not yet), block until `request_shutdown()` or `shutdown()`, then stop.
+        True if every request finished in time."""
+        with self._lock:
+            self._serving = True
+        try:
+            self.start()
+            while not self._stop_requested.is_set():
+                select.select([self._wake_r], [], [], 3600.0)
+                try:
+                    while os.read(self._wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            return self.shutdown()
+        finally:
+            self._close_wake()
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Stop the transport, then the server, then join its thread. True if every request
+        finished in time."""
+        with self._lock:
+            first = not self._stopping
+            self._stopping = True
+        if not first:
+            return self._stopped.wait((timeout or 5.0) + 5.0) and self._clean
+        self.request_shutdown()
+        self._clean = self.app.shutdown(timeout)
+        try:
+            self._server.stop()
+        except Exception:
+            log.exception("stopping the HTTP server failed")
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+            if self._thread.is_alive():
+                log.warning("the HTTP server thread did not stop in time")
+                self._clean = False
+        if not self._serving:  # else serve(), which still polls the pipe, closes it
+            self._close_wake()
+        self._stopped.set()
+        return self._clean
+
+    def _close_wake(self) -> None:
+        with self._lock:
+            if not self._wake_closed:
+                self._wake_closed = True
+                os.close(self._wake_r)
+                os.close(self._wake_w)
+
+    def wait(self, timeout: float) -> bool:
+        return self._stopped.wait(timeout)
+
+    def close(self) -> None:
+        self.shutdown()
+
+    def __enter__(self) -> "HttpServing":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

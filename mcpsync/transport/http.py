@@ -1,0 +1,599 @@
+"""The HTTP transport: a WSGI application serving one MCP endpoint, both protocol eras.
+
+Strategy: one POST, one engine call. The WSGI thread that received a request validates it at the
+HTTP level (`Host`/`Origin`, method, `Content-Type`, `Accept`, body size), decodes the body once,
+routes it to an era (`_http_rules.route`), hands the engine call to a bounded executor
+(`mcpsync-http-worker-N`) and then waits on the request's channel (`_http_stream`) for the first
+thing to send:
+- the answer, within the keep-alive interval: a JSON response, with the era's status code;
+- a progress or log notification, or the interval passing in silence: `200 text/event-stream`,
+  the notifications as they come, keep-alive comments, then the answer, which ends the stream.
+So a quick answer can still carry the spec's 400/404, nothing is buffered beyond the bounded
+channel, a forwarded call (a `Deferred` outcome) is answered by whichever thread resolves it, and
+a client that goes away is noticed by the next write: the server closes the body, and closing it
+cancels the request. No thread waits longer than the keep-alive interval without writing.
+
+2026-07-28 (stateless): each POST runs on a fresh modern `Session`; the routing headers are
+checked against the body between the envelope and the version check (`_http_headers`).
+`subscriptions/listen` answers with an SSE stream: the acknowledgement first, then the tagged
+changes (registration and acknowledgement under one lock that publishing also takes, so no change
+overtakes its ack), keep-alive comments, and the `complete` result on shutdown. GET and DELETE are
+405. Handshake era: `initialize` creates a session (`Mcp-Session-Id`); later requests name it
+(400 without, 404 for an unknown or expired one); GET opens the session's stream of untagged list
+changes and resource updates; DELETE ends the session (`_http_sessions`).
+
+Limits: the body (413), each request's run time (a -32603 answer and the request cancelled),
+the streams that stay open (listens and GET streams; past it a listen is refused with -32603 and
+a GET with 503), the subscriptions, the sessions (503 for one more `initialize`), each channel.
+
+Threads: besides the WSGI server's own, only the executor's workers, joined by `shutdown()`.
+
+Deployment: the app keeps its state in its process. 2026-07-28 requests need none, so any number
+of worker processes and machines can serve them; a listen hears the changes made in its own
+process. A handshake-era session lives in the process that answered its `initialize`: with
+several worker processes, route each session to one (sticky on `Mcp-Session-Id`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from ..engine.engine import Engine
+from ..engine.interceptors import TransportInfo
+from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
+from ..engine.session import Session
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ..protocol.versions import HANDSHAKE_VERSIONS, META_SERVER_INFO, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
+from ._http_headers import check_routing_headers
+from ._http_rules import (
+    accepts,
+    error_status,
+    header,
+    headers,
+    media_type,
+    normalize_hosts,
+    normalize_origins,
+    normalize_path,
+    rebinding_refusal,
+    route,
+)
+from ._http_sessions import HttpSession, SessionTable
+from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
+from .stdio import DEFAULT_MAX_FRAME_BYTES
+from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, uri_covers
+
+log = logging.getLogger("mcpsync")
+
+HTTP = TransportInfo("http", supports_subscriptions=True, handshake_push=True)
+
+DEFAULT_KEEPALIVE = 15.0
+DEFAULT_REQUEST_TIMEOUT = 300.0
+DEFAULT_MAX_STREAMS = 256
+DEFAULT_SESSION_TIMEOUT = 1800.0
+DEFAULT_MAX_SESSIONS = 1024
+CHANNEL_CAPACITY = 256
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class _Refused(Exception):
+    """An HTTP-level refusal: `status`, with a JSON-RPC error body (code -32600 unless given)."""
+
+    def __init__(self, status: int, message: str, request_id: Any = None, *, error: McpError | None = None, allow: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error or McpError(ErrorCode.INVALID_REQUEST, message)
+        self.request_id = request_id
+        self.allow = allow
+
+
+class WsgiTransport:
+    """A WSGI application for one MCP endpoint; usually made by `Server.wsgi_app()`.
+
+    Args:
+        engine: the server's engine.
+        path: the endpoint's path (`PATH_INFO`); other paths go to `fallback`, or get 404.
+        fallback: another WSGI application to serve every other path (e.g. your Flask app).
+        allowed_hosts: `Host` values let in besides the loopback names ("name" for any port,
+            "name:port", "*" for any). Requests from loopback addresses must name one of them;
+            when the list is given, every request must.
+        allowed_origins: `Origin` values let in besides loopback and same-origin ones
+            ("https://app.example.com", or "*").
+        max_body_bytes: the largest request body (larger: 413).
+        request_timeout: seconds a request may run before it is cancelled and answered -32603.
+        keepalive: seconds of silence before an SSE comment; also how long an answer may take
+            before the response becomes a stream.
+        max_streams: listens and GET streams open at once.
+        subscription_cap: `subscriptions/listen` streams open at once.
+        session_timeout: seconds a handshake-era session may stay idle before it expires.
+        max_sessions: handshake-era sessions at once.
+        workers: threads running requests at once (more wait their turn).
+        shutdown_timeout: how long `shutdown()` waits for running requests.
+        on_stopped: called once shutdown has finished.
+
+    Host it with any WSGI server that writes each body chunk as it is yielded (cheroot, gunicorn
+    with threaded workers, uWSGI, mod_wsgi); every stream holds one of its threads while open.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        path: str = "/mcp",
+        fallback: WsgiApp | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        allowed_origins: Iterable[str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        max_streams: int = DEFAULT_MAX_STREAMS,
+        subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        workers: int = 16,
+        shutdown_timeout: float = 5.0,
+        on_stopped: Callable[[], None] | None = None,
+    ) -> None:
+        for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("max_sessions", max_sessions), ("workers", workers)):
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1")
+        for name, number in (("request_timeout", request_timeout), ("keepalive", keepalive), ("session_timeout", session_timeout)):
+            if not number > 0:
+                raise ValueError(f"{name} must be positive")
+        self._engine = engine
+        self.path = normalize_path(path)
+        self._fallback = fallback
+        self._allowed_hosts = normalize_hosts(allowed_hosts)
+        self._allowed_origins = normalize_origins(allowed_origins)
+        self._max_body = max_body_bytes
+        self._request_timeout = request_timeout
+        self._keepalive = keepalive
+        self._max_streams = max_streams
+        self._subscription_cap = subscription_cap
+        self._shutdown_timeout = shutdown_timeout
+        self._on_stopped = on_stopped
+        self._sessions = SessionTable(idle_timeout=session_timeout, max_sessions=max_sessions, capacity=CHANNEL_CAPACITY)
+        self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="mcpsync-http-worker")
+        # Guards everything below, and orders acks before changes. Re-entrant: answering an exchange
+        # runs callbacks (`_forget`) that take it.
+        self._lock = threading.RLock()
+        self._listens: dict[Exchange, Subscription] = {}
+        self._streams = 0  # open listens and GET streams
+        self._inflight: set[Exchange] = set()
+        self._work: set[concurrent.futures.Future[None]] = set()
+        self._closing = False
+        self._clean = True
+        self._stopped = threading.Event()
+
+    # -- WSGI ------------------------------------------------------------------------------------
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if normalize_path(environ.get("PATH_INFO", "")) != self.path:
+            if self._fallback is not None:
+                return self._fallback(environ, start_response)
+            return _plain(start_response, 404)
+        try:
+            refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
+            if refusal is not None:
+                log.warning("refused a request from %s: %s (see allowed_hosts / allowed_origins)", environ.get("REMOTE_ADDR"), refusal)
+                raise _Refused(403, f"Forbidden: {refusal}")
+            if self._closing:
+                raise _Refused(503, "the server is shutting down")
+            method = environ.get("REQUEST_METHOD", "GET").upper()
+            if method == "POST":
+                return self._post(environ, start_response)
+            if method == "GET":
+                return self._get(environ, start_response)
+            if method == "DELETE":
+                return self._delete(environ, start_response)
+            raise _Refused(405, f"Method Not Allowed: {method}", allow="GET, POST, DELETE")
+        except _Refused as refused:
+            extra = [("Allow", refused.allow)] if refused.allow else []
+            return _json(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), extra)
+
+    def _post(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if media_type(header(environ, "Content-Type")) != "application/json":
+            raise _Refused(415, "Unsupported Media Type: the body must be application/json")
+        if accepts(header(environ, "Accept")) != (True, True):
+            raise _Refused(406, "Not Acceptable: Accept must list application/json and text/event-stream")
+        message = jsonrpc.decode(self._read_body(environ))
+        version = header(environ, "MCP-Protocol-Version")
+        era = route(message, version)
+        if isinstance(message, Invalid):  # never reached the engine: a client error in either era
+            return _json(start_response, 400, jsonrpc.encode(jsonrpc.error_frame(message.answer_id, message.error)))
+        if isinstance(message, Response):
+            if era is Era.MODERN:
+                raise _Refused(400, "Invalid Request: a 2026-07-28 POST carries one request or notification")
+            self._session_of(environ)
+            return _plain(start_response, 202)  # this server sends no requests, so expects no answers
+        if isinstance(message, Notification):
+            return self._notification(environ, start_response, message, era, version)
+        if era is Era.MODERN:
+            session = Session()
+            session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
+            found = headers(environ)
+            exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
+            check = lambda request, envelope: check_routing_headers(found, request, envelope, self._tool_schema)  # noqa: E731
+            return self._run(start_response, exchange, session, Era.MODERN, check)
+        if message.method == "initialize":
+            created = self._sessions.new()
+            if created is None:
+                raise _Refused(503, "Service Unavailable: too many sessions", message.id)
+            exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
+            return self._run(start_response, exchange, created.session, Era.HANDSHAKE, None, created=created)
+        owner = self._session_of(environ, message.id)
+        exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
+        if not self._sessions.begin(owner, exchange):
+            error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
+            return _json(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
+        exchange.answered.add_done_callback(lambda _f: self._sessions.end(owner, exchange))
+        return self._run(start_response, exchange, owner.session, Era.HANDSHAKE, None)
+
+    def _notification(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], message: Notification, era: Era, version: str | None
+    ) -> Iterable[bytes]:
+        if era is Era.MODERN:
+            # 2026-07-28 has no client notification over HTTP (closing a stream is the cancel);
+            # acknowledged and dropped, as the SDKs do, unless the version is not served.
+            if version is not None and version not in MODERN_VERSIONS:
+                raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
+            return _plain(start_response, 202)
+        owner = self._session_of(environ)
+        if message.method == "notifications/cancelled":
+            exchange = self._sessions.inflight(owner, message.params.get("requestId"))
+            if exchange is not None and exchange.request.method != "initialize":
+                exchange.cancel()
+                exchange.answer(Final(None))  # the client stopped waiting: no response
+        return _plain(start_response, 202)
+
+    def _get(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        owner = self._handshake_session(environ)
+        if not accepts(header(environ, "Accept"))[1]:
+            raise _Refused(406, "Not Acceptable: a GET stream is text/event-stream")
+        with self._lock:
+            if self._closing:
+                raise _Refused(503, "the server is shutting down")
+            if owner.streaming:
+                raise _Refused(409, "Conflict: this session's GET stream is already open")
+            if self._streams >= self._max_streams:
+                raise _Refused(503, "Service Unavailable: too many open streams")
+            owner.streaming = True
+            self._streams += 1
+        start_response(_status(200), list(SSE_HEADERS))
+        return SseBody(owner.events, keepalive=self._keepalive, on_close=lambda _completed: self._release_get(owner))
+
+    def _delete(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        owner = self._handshake_session(environ)
+        self._sessions.remove(owner.id)
+        return _plain(start_response, 204)
+
+    def _handshake_session(self, environ: dict[str, Any]) -> HttpSession:
+        """GET and DELETE exist only for handshake-era sessions: 405 otherwise."""
+        version = header(environ, "MCP-Protocol-Version")
+        if header(environ, "Mcp-Session-Id") is None or (version is not None and version not in HANDSHAKE_VERSIONS):
+            raise _Refused(405, "Method Not Allowed: 2026-07-28 is POST only", allow="POST")
+        return self._session_of(environ)
+
+    def _session_of(self, environ: dict[str, Any], request_id: Any = None) -> HttpSession:
+        session_id = header(environ, "Mcp-Session-Id")
+        if session_id is None:
+            raise _Refused(400, "Bad Request: the Mcp-Session-Id header is required (initialize first)", request_id)
+        found = self._sessions.find(session_id)
+        if found is None:
+            raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
+        return found
+
+    def _read_body(self, environ: dict[str, Any]) -> bytes:
+        stream = environ["wsgi.input"]
+        length_text = header(environ, "Content-Length")
+        try:
+            if length_text:
+                length = int(length_text)
+                if length < 0:
+                    raise ValueError(length_text)
+                if length > self._max_body:
+                    raise _Refused(413, f"Payload Too Large: the limit is {self._max_body} bytes")
+                body = stream.read(length)
+                if len(body) < length:
+                    raise _Refused(400, "Bad Request: the body ended early")
+                return body
+            if not environ.get("wsgi.input_terminated"):
+                raise _Refused(411, "Length Required")
+            body = stream.read(self._max_body + 1)
+        except (OSError, ValueError) as exc:
+            raise _Refused(400, f"Bad Request: cannot read the body ({exc})") from exc
+        if len(body) > self._max_body:
+            raise _Refused(413, f"Payload Too Large: the limit is {self._max_body} bytes")
+        return body
+
+    # -- one request -----------------------------------------------------------------------------
+    def _run(
+        self,
+        start_response: Callable[..., Any],
+        exchange: Exchange,
+        session: Session,
+        era: Era,
+        header_check: Callable[[Request, Any], None] | None,
+        *,
+        created: HttpSession | None = None,
+    ) -> Iterable[bytes]:
+        request = exchange.request
+        with self._lock:
+            work = None
+            if not self._closing:
+                try:
+                    work = self._executor.submit(self._execute, exchange, session, era, header_check)
+                except RuntimeError:  # the executor stopped: the server is shutting down
+                    pass
+            if work is None:
+                exchange.answer(Final(None))
+                raise _Refused(503, "the server is shutting down", request.id)
+            self._inflight.add(exchange)
+            self._work.add(work)
+        work.add_done_callback(self._work_done)
+        exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
+        deadline = None if request.method == "subscriptions/listen" else time.monotonic() + self._request_timeout
+        return self._respond(start_response, exchange, deadline, created)
+
+    def _work_done(self, work: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._work.discard(work)
+
+    def _forget(self, exchange: Exchange) -> None:
+        with self._lock:
+            self._inflight.discard(exchange)
+
+    def _execute(self, exchange: Exchange, session: Session, era: Era, header_check: Any) -> None:
+        """On a worker: run the engine; the answer goes into the exchange's channel."""
+        request = exchange.request
+        try:
+            outcome: Outcome = self._engine.execute(request, session, exchange, HTTP, header_check)
+        except Exception:  # the engine answers everything; reaching here is a bug
+            log.exception("engine failed on %s", request.method)
+            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
+        if isinstance(outcome, Deferred):  # answered by whichever thread resolves it
+            outcome.future.add_done_callback(lambda future: self._complete(exchange, era, future.result()))
+        else:
+            self._complete(exchange, era, outcome)
+
+    def _complete(self, exchange: Exchange, era: Era, outcome: Outcome) -> None:
+        request = exchange.request
+        if isinstance(outcome, Subscribed):
+            self._activate(exchange, outcome)
+            return
+        if isinstance(outcome, NoResponse):
+            exchange.answer(Final(None))
+            return
+        if isinstance(outcome, Success):
+            try:
+                exchange.answer(Final(jsonrpc.encode(jsonrpc.result_frame(request.id, outcome.result)), 200, outcome.claims))
+                return
+            except jsonrpc.EncodeError as exc:
+                log.error("result of %s (id %r) is not JSON-serializable: %s", request.method, request.id, exc)
+                outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error: result is not JSON-serializable"))
+        assert isinstance(outcome, Failure)
+        frame = jsonrpc.encode(jsonrpc.error_frame(request.id, outcome.error))
+        exchange.answer(Final(frame, error_status(outcome.error.code, era)))
+
+    def _respond(
+        self, start_response: Callable[..., Any], exchange: Exchange, deadline: float | None, created: HttpSession | None
+    ) -> Iterable[bytes]:
+        """Wait for the first thing to send and answer in JSON or start the event stream."""
+        undecided_until = time.monotonic() + self._keepalive
+        while True:
+            limit = undecided_until if exchange.streams else (deadline or undecided_until)
+            if deadline is not None:
+                limit = min(limit, deadline)
+            item = exchange.channel.get(limit - time.monotonic())
+            if isinstance(item, Final):
+                return self._answer_json(start_response, item, created)
+            if item is CLOSED:
+                return _plain(start_response, 204)
+            if item is TIMEOUT:
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._expire(exchange)  # its answer is in the channel now (or was already)
+                    deadline = None
+                    continue
+                if not exchange.streams:
+                    continue
+                item = None
+            return self._stream(start_response, exchange, item, deadline)
+
+    def _answer_json(self, start_response: Callable[..., Any], final: Final, created: HttpSession | None) -> Iterable[bytes]:
+        if final.frame is None:
+            return _plain(start_response, 204)
+        extra = []
+        if created is not None and final.claims is Era.HANDSHAKE:
+            created.session.commit_era(Era.HANDSHAKE)
+            self._sessions.add(created)
+            extra.append(("Mcp-Session-Id", created.id))
+        return _json(start_response, final.status, final.frame, extra)
+
+    def _stream(self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None) -> SseBody:
+        start_response(_status(200), list(SSE_HEADERS))
+        return SseBody(
+            exchange.channel,
+            keepalive=self._keepalive,
+            first=first,
+            deadline=deadline,
+            on_deadline=lambda: self._expire(exchange),
+            on_close=lambda completed: self._stream_closed(exchange, completed),
+        )
+
+    def _expire(self, exchange: Exchange) -> None:
+        """The request ran out of time: cancel it and answer -32603 (unless it just answered)."""
+        request = exchange.request
+        error = McpError(ErrorCode.INTERNAL_ERROR, f"Request timed out after {self._request_timeout:g} s")
+        if exchange.answer(Final(jsonrpc.encode(jsonrpc.error_frame(request.id, error)))):
+            log.warning("%s (id %r) timed out after %g s; cancelled", request.method, request.id, self._request_timeout)
+            exchange.cancel()
+
+    def _stream_closed(self, exchange: Exchange, completed: bool) -> None:
+        """The server closed a response stream: if it did not reach its end, the client went away
+        (or the server stopped), which cancels the request; a listen is unsubscribed."""
+        exchange.channel.close()
+        if not completed:
+            exchange.cancel()
+        with self._lock:
+            if self._listens.pop(exchange, None) is not None:
+                self._streams -= 1
+
+    # -- subscriptions/listen --------------------------------------------------------------------
+    def _activate(self, exchange: Exchange, outcome: Subscribed) -> None:
+        """Register an accepted listen and queue its acknowledgement in one critical section."""
+        ack = jsonrpc.encode(
+            jsonrpc.notification_frame(
+                "notifications/subscriptions/acknowledged",
+                {"_meta": {META_SUBSCRIPTION_ID: outcome.request_id}, "notifications": outcome.accepted},
+            )
+        )
+        with self._lock:
+            if exchange.cancel_event.is_set():
+                exchange.answer(Final(None))
+                return
+            if self._closing:  # never leave a listen registered during shutdown
+                exchange.answer(Final(self._complete_frame(outcome.request_id)))
+                return
+            if len(self._listens) >= self._subscription_cap:
+                refusal = McpError(ErrorCode.INTERNAL_ERROR, "Subscription limit reached")
+            elif self._streams >= self._max_streams:
+                refusal = McpError(ErrorCode.INTERNAL_ERROR, "Subscription limit reached: too many open streams")
+            else:
+                self._listens[exchange] = Subscription(outcome.request_id, outcome.accepted)
+                self._streams += 1
+                exchange.subscribe(ack)
+                return
+        exchange.answer(Final(jsonrpc.encode(jsonrpc.error_frame(outcome.request_id, refusal))))
+
+    def _complete_frame(self, subscription_id: Any) -> bytes:
+        meta = {META_SUBSCRIPTION_ID: subscription_id, META_SERVER_INFO: self._engine.server_info}
+        return jsonrpc.encode(jsonrpc.result_frame(subscription_id, {"resultType": "complete", "_meta": meta}))
+
+    def _release_get(self, owner: HttpSession) -> None:
+        with self._lock:
+            owner.streaming = False
+            self._streams -= 1
+
+    # -- list changes ----------------------------------------------------------------------------
+    def publish_list_changed(self, kinds: frozenset[str]) -> None:
+        """Untagged notifications to every initialized session's stream, then one tagged copy per
+        listen that asked for the kind. Never blocks: a stream that cannot keep up is dropped."""
+        methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
+        plain = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
+        for owner in self._sessions.snapshot():
+            if owner.session.initialized:
+                for frame in plain:
+                    self._offer(owner, frame)
+        with self._lock:
+            for exchange, subscription in list(self._listens.items()):
+                for kind, method in methods:
+                    if subscription.wants_kind(kind):
+                        self._send_tagged(exchange, subscription, method, {})
+
+    def publish_resource_updated(self, uri: str) -> None:
+        """A resource changed: to the sessions and listens subscribed to it (or to a parent)."""
+        method, params = "notifications/resources/updated", {"uri": uri}
+        plain = jsonrpc.encode(jsonrpc.notification_frame(method, params))
+        for owner in self._sessions.snapshot():
+            wanted = any(uri_covers(subscribed, uri) for subscribed in owner.session.resource_subscriptions())
+            if owner.session.initialized and wanted:
+                self._offer(owner, plain)
+        with self._lock:
+            for exchange, subscription in list(self._listens.items()):
+                if subscription.wants_uri(uri):
+                    self._send_tagged(exchange, subscription, method, params)
+
+    def _offer(self, owner: HttpSession, frame: bytes) -> None:
+        if not owner.events.put(frame):
+            log.debug("session %s: its stream is closed or full; a notification was dropped", owner.id[:8])
+
+    def _send_tagged(self, exchange: Exchange, subscription: Subscription, method: str, params: dict[str, Any]) -> None:
+        """Under the lock: one tagged notification onto a listen's stream, or drop the listen if
+        its client does not keep up (its stream ends; the client listens again and re-lists)."""
+        frame = jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription.id}}))
+        if not exchange.channel.put(frame):
+            log.warning("dropping listen %r: its client does not keep up", subscription.id)
+            del self._listens[exchange]
+            self._streams -= 1
+            exchange.channel.close()
+
+    # -- stopping --------------------------------------------------------------------------------
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Graceful shutdown from any thread: open listens get their `complete` result, GET
+        streams and sessions end, running requests are cancelled and waited for up to `timeout`
+        (default `shutdown_timeout`) and then answered -32603. True if every request finished in
+        time. Later requests are answered 503."""
+        budget = self._shutdown_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        with self._lock:
+            first = not self._closing
+            self._closing = True
+            listens = list(self._listens.items())
+            self._listens.clear()
+            inflight = list(self._inflight)
+        if not first:
+            return self._stopped.wait(budget + 1.0) and self._clean
+        for exchange, subscription in listens:
+            exchange.channel.finish(Final(self._complete_frame(subscription.id)))
+        self._sessions.drain()
+        for exchange in inflight:
+            exchange.cancel()
+        concurrent.futures.wait([e.answered for e in inflight], timeout=max(0.0, deadline - time.monotonic()))
+        stopping = McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down")
+        for exchange in inflight:
+            exchange.answer(Final(jsonrpc.encode(jsonrpc.error_frame(exchange.request.id, stopping))))
+        with self._lock:
+            work = set(self._work)
+        running = concurrent.futures.wait(work, timeout=max(0.0, deadline - time.monotonic())).not_done
+        if running:
+            self._clean = False
+            log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(running))
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        else:
+            self._executor.shutdown(wait=True)
+        if self._on_stopped is not None:
+            try:
+                self._on_stopped()
+            except Exception:
+                log.exception("HTTP on_stopped callback failed")
+        self._stopped.set()
+        return self._clean
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until `shutdown()` has finished; True if it has."""
+        return self._stopped.wait(timeout)
+
+    def close(self) -> None:
+        self.shutdown()
+
+    def __enter__(self) -> "WsgiTransport":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _tool_schema(self, name: str) -> Any:
+        tool = self._engine.catalog.find_tool(name)
+        if tool is None or (self._engine.tool_filter is not None and not self._engine.tool_filter(tool)):
+            return None
+        return tool.definition().get("inputSchema")
+
+
+def _status(code: int) -> str:
+    return f"{code} {http.HTTPStatus(code).phrase}"
+
+
+def _json(start_response: Callable[..., Any], status: int, body: bytes, extra: list[tuple[str, str]] | None = None) -> list[bytes]:
+    start_response(_status(status), [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(extra or [])])
+    return [body]
+
+
+def _plain(start_response: Callable[..., Any], status: int) -> list[bytes]:
+    start_response(_status(status), [("Content-Length", "0")] if status not in (204, 304) else [])
+    return []
