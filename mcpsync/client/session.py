@@ -19,7 +19,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from .. import __version__
 from ..errors import CallTimeout, ConnectionLost, ProtocolViolation, SessionClosed

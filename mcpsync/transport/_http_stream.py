@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..protocol import jsonrpc
+from ._cancellation import Cancellable
 from ..protocol.jsonrpc import Request
 
 log = logging.getLogger("mcpsync")
@@ -121,19 +122,17 @@ class Channel:
             self._cond.notify_all()
 
 
-class Exchange:
+class Exchange(Cancellable):
     """One request in flight over HTTP, as the engine sees it (`notify`, `cancel_event`,
     `on_cancel`) and as the transport finishes it (`answer`, `subscribe`, `drop`)."""
 
     def __init__(self, request: Request, *, streams: bool, capacity: int) -> None:
+        super().__init__()
         self.request = request
         self.channel = Channel(capacity)
-        self.cancel_event = threading.Event()
         self.streams = streams  # request-scoped notifications may go out (as SSE)
         self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._done = False
-        self._callbacks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
 
     @property
     def done(self) -> bool:
@@ -147,27 +146,6 @@ class Exchange:
         frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))
         if not self._done and not self.channel.put(frame, wait=NOTIFY_WAIT):
             log.debug("dropped %s for request %r: its stream is closed or full", method, self.request.id)
-
-    def on_cancel(self, callback: Callable[[], None]) -> None:
-        """Run `callback` when the request is cancelled (at once if it already is)."""
-        with self._lock:
-            if not self.cancel_event.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
-
-    def cancel(self) -> None:
-        """Mark the request cancelled and run its cancel callbacks (e.g. cancel an upstream call)."""
-        with self._lock:
-            if self.cancel_event.is_set():
-                return
-            self.cancel_event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("a cancel callback failed")
 
     # -- the transport's side ------------------------------------------------------------------
     def _end(self) -> bool:

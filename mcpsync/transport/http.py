@@ -49,7 +49,7 @@ from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed,
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
-from ..protocol.versions import HANDSHAKE_VERSIONS, META_SERVER_INFO, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
+from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
 from ._http_headers import check_routing_headers
 from ._http_rules import (
     accepts,
@@ -66,7 +66,7 @@ from ._http_rules import (
 from ._http_sessions import HttpSession, SessionTable
 from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from .stdio import DEFAULT_MAX_FRAME_BYTES
-from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, uri_covers
+from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
 
 log = logging.getLogger("mcpsync")
 
@@ -471,8 +471,7 @@ class WsgiTransport:
         exchange.answer(Final(jsonrpc.encode(jsonrpc.error_frame(outcome.request_id, refusal))))
 
     def _complete_frame(self, subscription_id: Any) -> bytes:
-        meta = {META_SUBSCRIPTION_ID: subscription_id, META_SERVER_INFO: self._engine.server_info}
-        return jsonrpc.encode(jsonrpc.result_frame(subscription_id, {"resultType": "complete", "_meta": meta}))
+        return complete_frame(subscription_id, self._engine.server_info)
 
     def _release_get(self, owner: HttpSession) -> None:
         with self._lock:
@@ -515,8 +514,7 @@ class WsgiTransport:
     def _send_tagged(self, exchange: Exchange, subscription: Subscription, method: str, params: dict[str, Any]) -> None:
         """Under the lock: one tagged notification onto a listen's stream, or drop the listen if
         its client does not keep up (its stream ends; the client listens again and re-lists)."""
-        frame = jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription.id}}))
-        if not exchange.channel.put(frame):
+        if not exchange.channel.put(tagged_frame(method, subscription.id, params)):
             log.warning("dropping listen %r: its client does not keep up", subscription.id)
             del self._listens[exchange]
             self._streams -= 1

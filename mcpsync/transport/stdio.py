@@ -34,10 +34,11 @@ from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed,
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
-from ..protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID, Era
+from ..protocol.versions import META_SUBSCRIPTION_ID, Era
 from ._frames import TOO_LARGE, FrameSplitter
 from ._output import Output
-from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, uri_covers
+from ._cancellation import Cancellable
+from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
 log = logging.getLogger("mcpsync")
 
@@ -48,23 +49,21 @@ DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 _MAX_PENDING = 1024
 
 
-class _Exchange:
+class _Exchange(Cancellable):
     """One in-flight request: its cancellation and its request-scoped notifications."""
 
-    __slots__ = ("request_id", "method", "cancel_event", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_callbacks", "_lock")
+    __slots__ = ("request_id", "method", "cancelled_by_client", "done", "future", "_answered", "_over", "_output")
 
     def __init__(self, request_id: Any, method: str, output: Output) -> None:
+        super().__init__()
         self.request_id = request_id
         self.method = method
-        self.cancel_event = threading.Event()
         self.cancelled_by_client = False
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
         self._answered: concurrent.futures.Future[None] | None = None  # made when someone waits
         self._over = False  # set by finish(), after the response and the era commit
         self._output = output
-        self._callbacks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
 
     @property
     def answered(self) -> "concurrent.futures.Future[None]":
@@ -86,25 +85,6 @@ class _Exchange:
             answered = self._answered
         if answered is not None and not answered.done():
             answered.set_result(None)
-
-    def on_cancel(self, callback: Callable[[], None]) -> None:
-        """Run `callback` when the request is cancelled (at once if it already is)."""
-        with self._lock:
-            if not self.cancel_event.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
-
-    def cancel(self) -> None:
-        """Mark the request cancelled and run its cancel callbacks (e.g. cancel an upstream call)."""
-        with self._lock:
-            self.cancel_event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("a cancel callback failed")
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))
@@ -424,8 +404,7 @@ class StdioServer:
             self._session.commit_era(Era.MODERN)
 
     def _listen_complete_frame(self, subscription_id: Any) -> bytes:
-        meta = {META_SUBSCRIPTION_ID: subscription_id, META_SERVER_INFO: self._engine.server_info}
-        return jsonrpc.encode(jsonrpc.result_frame(subscription_id, {"resultType": "complete", "_meta": meta}))
+        return complete_frame(subscription_id, self._engine.server_info)
 
     def _encode_outcome(self, request: Request, outcome: Outcome) -> bytes | None:
         if isinstance(outcome, NoResponse):
@@ -453,7 +432,7 @@ class StdioServer:
                 if self._session.initialized:
                     self._output.write_locked(plain)
                 for subscription in self._subscriptions.for_kind(kind):
-                    self._output.write_locked(_tagged(method, subscription.id, {}))
+                    self._output.write_locked(tagged_frame(method, subscription.id, {}))
 
     def publish_resource_updated(self, uri: str) -> None:
         """Tell this connection's client that a resource it subscribed to (or one under it) changed."""
@@ -464,7 +443,7 @@ class StdioServer:
             if self._session.initialized and handshake_wants:
                 self._output.write_locked(plain)
             for subscription in self._subscriptions.for_uri(uri):
-                self._output.write_locked(_tagged(method, subscription.id, params))
+                self._output.write_locked(tagged_frame(method, subscription.id, params))
 
     # -- stopping --------------------------------------------------------------------------------
     def _finish_requests(self, graceful: bool) -> set[concurrent.futures.Future[None]]:
@@ -517,10 +496,6 @@ class StdioServer:
             except Exception:
                 log.exception("stdio on_stopped callback failed")
         self._stopped.set()
-
-
-def _tagged(method: str, subscription_id: Any, params: dict[str, Any]) -> bytes:
-    return jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription_id}}))
 
 
 def _drain(fd: int) -> None:

@@ -11,11 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError
+from ..protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID
 
 DEFAULT_SUBSCRIPTION_CAP = 1024
 
 KIND_FLAGS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
+
+
+def tagged_frame(method: str, subscription_id: Any, params: dict[str, Any]) -> bytes:
+    """A notification for one subscription, tagged with its listen id (never an upstream's tag)."""
+    return jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription_id}}))
+
+
+def complete_frame(subscription_id: Any, server_info: dict[str, Any]) -> bytes:
+    """The listen's own result, ending it gracefully (shutdown)."""
+    meta = {META_SUBSCRIPTION_ID: subscription_id, META_SERVER_INFO: server_info}
+    return jsonrpc.encode(jsonrpc.result_frame(subscription_id, {"resultType": "complete", "_meta": meta}))
 
 
 def uri_covers(subscribed: str, uri: str) -> bool:
