@@ -1,0 +1,59 @@
+"""The official Python SDK (mcp==2.3.0) serving the `echo` tool over Streamable HTTP: the HTTP peer
+of `<shared>/bench/peers/mcp_sdk_server.py`, for `scripts/bench-http`.
+
+    $(scripts/peers-venv) scripts/peers/sdk_http_server.py --port 8001 [--host 127.0.0.1] [--stateless]
+
+Run it with the python of `.venv-peers` (never mcpsync's own venv). It serves
+http://HOST:PORT/mcp with uvicorn, as the SDK's own `MCPServer.run("streamable-http")` does, with
+`json_response=True` (one JSON body per POST, no SSE), and prints
+`sdk_http_server: serving MCP over HTTP at URL` on stderr once uvicorn has bound the port.
+
+Eras. The SDK's session manager routes by the `MCP-Protocol-Version` header: a 2026-07-28 POST is
+served by its single-exchange (stateless) entry whatever the mode; a handshake-era request goes to
+the session table. The default is therefore stateful (`stateless_http=False`), so an `initialize`
+answers with an `Mcp-Session-Id` and both eras can be measured against one server. `--stateless`
+gives the SDK's fully stateless mode instead (no session id, the handshake era is then served
+stateless too).
+
+Tool: echo(text) -> the text as a single TextContent (unstructured), as in the stdio peer.
+"""
+import argparse
+import asyncio
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.types import TextContent
+
+server = MCPServer("bench-mcp-sdk-http", version="1", log_level="WARNING")
+
+
+@server.tool(structured_output=False)
+def echo(text: str) -> TextContent:
+    """Return the given text."""
+    return TextContent(type="text", text=text)
+
+
+class _Server(uvicorn.Server):
+    async def startup(self, sockets=None):
+        await super().startup(sockets=sockets)
+        if self.started:
+            host, port = self.config.host, self.config.port
+            if port == 0 and self.servers:  # port 0: report the port actually bound
+                port = self.servers[0].sockets[0].getsockname()[1]
+            print(f"sdk_http_server: serving MCP over HTTP at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--stateless", action="store_true", help="the SDK's stateless_http mode (no sessions)")
+    args = parser.parse_args()
+    app = server.streamable_http_app(json_response=True, stateless_http=args.stateless, host=args.host)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    asyncio.run(_Server(config).serve())
+
+
+if __name__ == "__main__":
+    main()
