@@ -287,7 +287,28 @@ def _from_string(raw: str, arg: _Argument, prompt: str) -> Any:
 _TEMPLATE_VAR = re.compile(r"\{(\+?)([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class Resource:
+class _FunctionResource:
+    """What a resource and a resource template share: the function behind them and how they are
+    described (name from the function, description from its docstring unless given)."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None, title: str | None, description: str | None, mime_type: str | None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.title = title
+        self.description = description if description is not None else (fn.__doc__ and fn.__doc__.strip()) or None
+        self.mime_type = mime_type
+        self._context_param = _context_param(fn)
+
+    def _definition(self, key: str, value: str) -> dict[str, Any]:
+        wire: dict[str, Any] = {key: value, "name": self.name}
+        _describe(wire, self.title, self.description, self.mime_type)
+        return wire
+
+    def _contents(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
+        return content.text_contents(uri, _call_with_context(self.fn, dict(variables), self._context_param, ctx), self.mime_type)
+
+
+class Resource(_FunctionResource):
     """A resource at a fixed URI."""
 
     def __init__(
@@ -300,24 +321,17 @@ class Resource:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> None:
-        self.fn = fn
+        super().__init__(fn, name, title, description, mime_type)
         self.uri = uri
-        self.name = name or fn.__name__
-        self.title = title
-        self.description = description if description is not None else (fn.__doc__ and fn.__doc__.strip()) or None
-        self.mime_type = mime_type
-        self._context_param = _context_param(fn)
 
     def definition(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"uri": self.uri, "name": self.name}
-        _describe(wire, self.title, self.description, self.mime_type)
-        return wire
+        return self._definition("uri", self.uri)
 
     def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
-        return content.text_contents(uri, _call_with_context(self.fn, {}, self._context_param, ctx), self.mime_type)
+        return self._contents(uri, {}, ctx)
 
 
-class ResourceTemplate:
+class ResourceTemplate(_FunctionResource):
     """Resources whose URIs match an RFC 6570 level-1/2 template (`{var}`, `{+var}`)."""
 
     def __init__(
@@ -331,24 +345,17 @@ class ResourceTemplate:
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
     ) -> None:
-        self.fn = fn
+        super().__init__(fn, name, title, description, mime_type)
         self.uri_template = uri_template
-        self.name = name or fn.__name__
-        self.title = title
-        self.description = description if description is not None else (fn.__doc__ and fn.__doc__.strip()) or None
-        self.mime_type = mime_type
         self.variables = tuple(match.group(2) for match in _TEMPLATE_VAR.finditer(uri_template))
         self._pattern = template_pattern(uri_template)
-        self._context_param = _context_param(fn)
         self.completions: dict[str, Completer] = dict(complete or {})
         unknown = set(self.completions) - set(self.variables)
         if unknown:
             raise ValueError(f"resource template {uri_template!r}: completions for unknown variable(s) {sorted(unknown)}")
 
     def definition(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
-        _describe(wire, self.title, self.description, self.mime_type)
-        return wire
+        return self._definition("uriTemplate", self.uri_template)
 
     def match(self, uri: str) -> dict[str, str] | None:
         found = self._pattern.fullmatch(uri)
@@ -361,8 +368,7 @@ class ResourceTemplate:
         return completion_result(self.completions.get(argument), value, given)
 
     def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
-        value = _call_with_context(self.fn, dict(variables), self._context_param, ctx)
-        return content.text_contents(uri, value, self.mime_type)
+        return self._contents(uri, variables, ctx)
 
 
 def template_pattern(template: str) -> "re.Pattern[str]":
