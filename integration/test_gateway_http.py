@@ -45,16 +45,17 @@ import mcpsync
 from mcpsync.protocol.versions import Era
 from wire import (
     HANDSHAKE_VERSION,
+    GatewayClient,
     MODERN_VERSION,
     ServerProcess,
     fixture,
     has_traceback,
     is_notification,
     is_response,
-    legacy_init,
     modern_meta,
     same_id,
     serve_argv,
+    tools_changed,
 )
 
 pytestmark = pytest.mark.timeout(90)
@@ -225,57 +226,8 @@ def gateway(*args: str) -> ServerProcess:
     return ServerProcess(serve_argv(*args))
 
 
-class Client:
-    """One era's requests over a gateway process (the handshake era after `initialize`, or
-    2026-07-28 after `server/discover`, every request enveloped)."""
-
-    def __init__(self, proc: ServerProcess, era: str) -> None:
-        self.proc = proc
-        self.modern = era == "modern"
-        if self.modern:
-            self.opened = proc.result("server/discover", {"_meta": modern_meta()})
-        else:
-            self.opened = legacy_init(proc)
-
-    def params(self, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-        out = dict(params or {})
-        if self.modern:
-            out["_meta"] = modern_meta(**meta)
-        elif meta:
-            out["_meta"] = dict(meta)
-        return out
-
-    def frame(self, request_id: Any, method: str, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": self.params(params, **meta)}
-
-    def call_frame(self, request_id: Any, name: str, arguments: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-        return self.frame(request_id, "tools/call", {"name": name, "arguments": arguments or {}}, **meta)
-
-    def result(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self.proc.result(method, self.params(params))
-
-    def call(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self.proc.request("tools/call", self.params({"name": name, "arguments": arguments or {}}))
-
-    def text(self, name: str, arguments: dict[str, Any] | None = None) -> str:
-        response = self.call(name, arguments)
-        assert "result" in response, response
-        assert response["result"].get("isError") in (None, False), response
-        [block] = response["result"]["content"]
-        return block["text"]
-
-    def tool_names(self) -> list[str]:
-        return [tool["name"] for tool in self.result("tools/list")["tools"]]
-
-    def listen(self, request_id: Any, **notifications: bool) -> dict[str, Any]:
-        self.proc.send(self.frame(request_id, "subscriptions/listen", {"notifications": notifications}))
-        ack = self.proc.expect(lambda f: is_notification(f, "notifications/subscriptions/acknowledged"), what="the listen acknowledgement")
-        assert same_id(ack["params"]["_meta"][SUB], request_id), ack
-        return ack
-
-
-def tools_changed(frame: dict[str, Any]) -> bool:
-    return is_notification(frame, TOOLS_CHANGED)
+class Client(GatewayClient):
+    is_error_required = False  # upstreams here may leave isError out of their results (it is optional)
 
 
 def tagged(method: str, subscription: Any) -> dict[str, Any]:
