@@ -1,7 +1,7 @@
 """mcpsync over Streamable HTTP, on real sockets on 127.0.0.1.
 
 Servers run either as `python -m mcpsync serve --http 127.0.0.1:0 ...` subprocesses (the URL is
-read from stderr) or in this process through `Server.start_http()` (cheroot on a background
+read from stderr) or in this process through `Server.start_http()` (mcpsync's HTTP server on a background
 thread), when a test needs to see what a tool saw. Clients: mcpsync's own (`mcpsync.connect(url)`),
 raw `http.client` for what a client library would hide (headers, the SSE bytes, hanging up), and
 the official Python SDK (`sdk_http_driver.py`, in the peers venv).

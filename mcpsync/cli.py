@@ -90,7 +90,7 @@ def cli() -> None:
     help="HTTP: a browser Origin let in besides local ones (https://app.example.com, or *). Repeatable.",
 )
 @click.option(
-    "--threads", type=click.IntRange(min=2), default=None, help="HTTP: server threads; each open stream holds one.  [default: 64]"
+    "--threads", type=click.IntRange(min=2), default=None, help="HTTP: connections at once, a thread each; each open stream holds one.  [default: 64]"
 )
 @click.option(
     "--max-streams", type=click.IntRange(min=1), default=None, help="HTTP: listens and GET streams open at once.  [default: 3/4 of --threads]"
@@ -126,9 +126,9 @@ def serve(
     --upstream or --config, other MCP servers are proxied behind it (a gateway). With none of
     these, the embedded demo service is served.
 
-    With --http HOST:PORT it serves Streamable HTTP instead (cheroot, a threaded WSGI server)
-    at http://HOST:PORT/mcp until SIGTERM or Ctrl-C; the same app runs under any WSGI server
-    through Server.wsgi_app().
+    With --http HOST:PORT it serves Streamable HTTP instead (mcpsync's own threaded HTTP/1.1
+    server) at http://HOST:PORT/mcp until SIGTERM or Ctrl-C; the same app runs under any WSGI
+    server through Server.wsgi_app().
 
     \b
     Examples:

@@ -267,10 +267,11 @@ class Server:
     def start_http(
         self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp", threads: int | None = None, **options: Any
     ) -> "HttpServing":
-        """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with cheroot, on a
-        background thread, and return at once; `shutdown()` stops it. `threads` is cheroot's
-        thread count (default 64); each open stream holds one, so `max_streams` (default three
-        quarters of them) must stay below it. Other options as for `wsgi_app`."""
+        """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with mcpsync's own
+        HTTP/1.1 server, on a background thread, and return at once; `shutdown()` stops it.
+        `threads` is how many connections it serves at once, a thread each (default 64; one more
+        is answered 503); each open stream holds one, so `max_streams` (default three quarters of
+        them) must stay below it. Other options as for `wsgi_app`."""
         return self._hosted_http(host, port, path, threads, options).start()
 
     def serve_http(

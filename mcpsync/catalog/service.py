@@ -113,6 +113,12 @@ class Tool:
         self._validator = ArgumentValidator(input_schema, f"tool '{self.name}'")
         self._output_validator = jsonschema.Draft202012Validator(output_schema) if output_schema else None
 
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function has a `Context` parameter (and so may report progress, log, or
+        watch for cancellation while it runs)."""
+        return self._context_param is not None
+
     def definition(self) -> dict[str, Any]:
         """The `Tool` object of `tools/list`."""
         wire: dict[str, Any] = {"name": self.name, "inputSchema": self.input_schema}

@@ -41,6 +41,13 @@ CACHEABLE_METHODS = frozenset(
     {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
 )
 
+INLINE_METHODS = frozenset(
+    {"initialize", "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+     "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+"""Methods that never run user code that could speak before the answer (see `runs_inline`)."""
+
+
 
 class Engine:
     """Executes MCP requests against a catalog. Shared by every transport and connection."""
@@ -69,6 +76,20 @@ class Engine:
         self.page_size = page_size
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
+
+    def runs_inline(self, request: Request) -> bool:
+        """Whether `request` answers (or defers to an upstream) without sending anything first and
+        without waiting on the client: a listing, discovery, a forwarded tool call, or a local tool
+        that takes no `Context` (it cannot report progress, log or see a cancellation). A
+        transport may run such a request on the thread that received it, sparing the hand-off to
+        a worker. Interceptors may do anything with the exchange, so with any of them: never."""
+        if self.interceptors:
+            return False
+        if request.method == "tools/call":
+            name = request.params.get("name")
+            tool = self.catalog.find_tool(name) if isinstance(name, str) else None
+            return tool is None or not getattr(tool, "takes_context", False)
+        return request.method in INLINE_METHODS
 
     def is_era_distinctive(self, request: Request) -> bool:
         """Requests the reader must finish before reading on while the era is unlocked."""

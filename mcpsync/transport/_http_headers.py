@@ -45,8 +45,10 @@ _ONE_SCHEMA = frozenset(
 _SCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
 _SCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
 
-ToolSchema = Callable[[str], Any]
-"""Looks up the `inputSchema` of a tool by name (None when there is no such tool)."""
+ParamHeader = tuple[tuple[str, ...], str, dict[str, Any]]
+"""(argument path, header token, property schema) of one `x-mcp-header` property."""
+HeaderPlan = Callable[[str], tuple[ParamHeader, ...]]
+"""The `Mcp-Param-*` headers a call of the named tool must carry (see `param_headers`)."""
 
 
 def mismatch(message: str) -> McpError:
@@ -74,7 +76,7 @@ def decode_value(value: str | None) -> str | None:
         return None
 
 
-def check_routing_headers(headers: Mapping[str, str], request: Request, envelope: Envelope, tool_schema: ToolSchema) -> None:
+def check_routing_headers(headers: Mapping[str, str], request: Request, envelope: Envelope, plan: HeaderPlan) -> None:
     """Raise -32020 when the request's routing headers do not match its body."""
     version = headers.get("mcp-protocol-version")
     if version is None:
@@ -98,19 +100,25 @@ def check_routing_headers(headers: Mapping[str, str], request: Request, envelope
             if decode_value(raw) != body_value:
                 raise mismatch(f"the Mcp-Name header does not match the body's {key} ({body_value!r})")
     if request.method == "tools/call":
-        _check_param_headers(headers, request, tool_schema)
+        _check_param_headers(headers, request, plan)
 
 
-def _check_param_headers(headers: Mapping[str, str], request: Request, tool_schema: ToolSchema) -> None:
+def param_headers(schema: Any) -> tuple[ParamHeader, ...]:
+    """What a tool's `inputSchema` asks of its calls' headers: one entry per annotated property;
+    none when its annotations are invalid (conforming clients drop such a tool and send none).
+    A pure function of the schema, so a transport computes it once per tool."""
+    if schema is None or invalid_annotation(schema) is not None:
+        return ()
+    return tuple(annotated_properties(schema))
+
+
+def _check_param_headers(headers: Mapping[str, str], request: Request, plan: HeaderPlan) -> None:
     name = request.params.get("name")
     arguments = request.params.get("arguments")
     if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, dict)):
         return  # the operation answers -32602 for these
-    schema = tool_schema(name)
-    if schema is None or invalid_annotation(schema) is not None:
-        return
     arguments = arguments or {}
-    for path, token, prop in annotated_properties(schema):
+    for path, token, prop in plan(name):
         header_name = f"Mcp-Param-{token}"
         raw = headers.get(PARAM_PREFIX + token.lower())
         value = _value_at(arguments, path)

@@ -30,6 +30,7 @@ from ..protocol.jsonrpc import ErrorCode, Message, Notification, Request
 from ..protocol.versions import HANDSHAKE_VERSIONS, Era, claims_modern
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
 
 MODERN_ERROR_STATUS: Mapping[int, int] = {
     ErrorCode.PARSE_ERROR: 400,
@@ -118,6 +119,8 @@ def is_loopback_name(hostname: str) -> bool:
 
 
 def _is_loopback_ip(text: str) -> bool:
+    if text in LOOPBACK_ADDRESSES:  # the usual case, without parsing
+        return True
     try:
         address = ipaddress.ip_address(text)
     except ValueError:

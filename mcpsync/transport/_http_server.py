@@ -1,17 +1,11 @@
-"""`mcpsync serve --http`: the WSGI transport hosted by cheroot, CherryPy's threaded WSGI server.
+"""`mcpsync serve --http`: the WSGI transport hosted by mcpsync's own HTTP/1.1 server.
 
-Why cheroot: each response is written by the thread that iterates it, chunk by chunk, straight to
-the socket (chunked transfer encoding), so an SSE event leaves when it is yielded; a client that
-stops reading blocks that write only up to the socket timeout, after which the body is closed;
-`stop()` joins its threads with a deadline. (waitress, measured on the same SSE body, delivers
-events one at a time too, but keeps writing into its own output buffer, about 16 MiB per stalled
-client, and offers no programmatic stop.) It is pure Python.
-
-Strategy: `HttpServing` owns one cheroot server on a thread of its own (`mcpsync-http-server`)
-and the `WsgiTransport` it serves. Stopping is ordered: the transport first (listens get their
-`complete` result, streams end, running requests are answered), so every cheroot worker is free
-again, then cheroot itself. Each open stream holds one cheroot thread, so `threads` must exceed
-`max_streams`: the rest serve ordinary requests.
+Strategy: `HttpServing` owns one `WsgiServer` (`_wsgi_server`), whose accept loop runs on a thread
+of its own (`mcpsync-http-server`), and the `WsgiTransport` it serves. Stopping is ordered: the
+transport first (listens get their `complete` result, streams end, running requests are
+answered), so every connection is free to finish its response, then the server itself. Each
+connection holds one thread while it is open, and each open stream holds its connection, so
+`threads` (the connections at once) must exceed `max_streams`: the rest serve ordinary requests.
 """
 
 from __future__ import annotations
@@ -22,13 +16,13 @@ import select
 import threading
 from typing import Any
 
-from ..errors import McpsyncError
+from ._wsgi_server import DEFAULT_TIMEOUT, WsgiServer
 from .http import WsgiTransport
 
 log = logging.getLogger("mcpsync")
 
 DEFAULT_THREADS = 64
-SOCKET_TIMEOUT = 10.0
+SOCKET_TIMEOUT = DEFAULT_TIMEOUT
 """Seconds a read from, or a write to, a silent client may block before the connection is dropped."""
 
 
@@ -36,22 +30,10 @@ class HttpServing:
     """A running HTTP server for one `WsgiTransport` (started by `Server.start_http/serve_http`)."""
 
     def __init__(self, app: WsgiTransport, host: str, port: int, *, threads: int = DEFAULT_THREADS) -> None:
-        try:
-            from cheroot import wsgi
-        except ImportError as exc:  # pragma: no cover - cheroot is a dependency
-            raise McpsyncError("serving HTTP needs cheroot: pip install cheroot") from exc
         self.app = app
-        self._server = wsgi.Server(
-            (host, port),
-            app,
-            numthreads=threads,
-            server_name="mcpsync",
-            timeout=SOCKET_TIMEOUT,
-            shutdown_timeout=2.0,
-        )
-        self._server.prepare()  # binds now: a busy port fails here, in the caller
-        bound = self._server.bind_addr
-        self.host, self.port = bound[0], bound[1]
+        # binds now: a busy port fails here, in the caller
+        self._server = WsgiServer(app, host, port, max_connections=threads, timeout=SOCKET_TIMEOUT, max_body_bytes=app.max_body_bytes)
+        self.host, self.port = self._server.host, self._server.port
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{shown}:{self.port}{app.path}"
         self._thread = threading.Thread(target=self._serve, name="mcpsync-http-server")
@@ -130,15 +112,15 @@ class HttpServing:
             return self._stopped.wait((timeout or 5.0) + 5.0) and self._clean
         self.request_shutdown()
         self._clean = self.app.shutdown(timeout)
-        try:
-            self._server.stop()
-        except Exception:
-            log.exception("stopping the HTTP server failed")
+        if not self._server.stop(timeout=2.0):
+            self._clean = False
         if self._thread.is_alive():
             self._thread.join(5.0)
             if self._thread.is_alive():
                 log.warning("the HTTP server thread did not stop in time")
                 self._clean = False
+        if not self._thread.is_alive():
+            self._server.close()
         if not self._serving:  # else serve(), which still polls the pipe, closes it
             self._close_wake()
         self._stopped.set()

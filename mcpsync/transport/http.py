@@ -4,7 +4,10 @@ Strategy: one POST, one engine call. The WSGI thread that received a request val
 HTTP level (`Host`/`Origin`, method, `Content-Type`, `Accept`, body size), decodes the body once,
 routes it to an era (`_http_rules.route`), hands the engine call to a bounded executor
 (`mcpsync-http-worker-N`) and then waits on the request's channel (`_http_stream`) for the first
-thing to send:
+thing to send. A request that cannot send anything before its answer (`Engine.runs_inline`: a
+listing, a forwarded call, a tool without a `Context`) runs on the WSGI thread itself, sparing
+the hand-off; such a tool is not interrupted by the request timeout (nothing could interrupt it
+on a worker either, but there the client would be answered -32603 on time). What comes first:
 - the answer, within the keep-alive interval: a JSON response, with the era's status code;
 - a progress or log notification, or the interval passing in silence: `200 text/event-stream`,
   the notifications as they come, keep-alive comments, then the answer, which ends the stream.
@@ -41,6 +44,7 @@ import http
 import logging
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterable
 
 from ..engine.engine import Engine
@@ -50,7 +54,7 @@ from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
-from ._http_headers import check_routing_headers
+from ._http_headers import ParamHeader, check_routing_headers, param_headers
 from ._http_rules import (
     accepts,
     error_status,
@@ -113,7 +117,8 @@ class WsgiTransport:
         subscription_cap: `subscriptions/listen` streams open at once.
         session_timeout: seconds a handshake-era session may stay idle before it expires.
         max_sessions: handshake-era sessions at once.
-        workers: threads running requests at once (more wait their turn).
+        workers: threads running requests that may speak before their answer (tools with a
+            `Context`, prompts, resource reads) at once; more wait their turn.
         shutdown_timeout: how long `shutdown()` waits for running requests.
         on_stopped: called once shutdown has finished.
 
@@ -170,6 +175,12 @@ class WsgiTransport:
         self._closing = False
         self._clean = True
         self._stopped = threading.Event()
+        self._header_plans: weakref.WeakKeyDictionary[Any, tuple[ParamHeader, ...]] = weakref.WeakKeyDictionary()
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest request body this endpoint takes."""
+        return self._max_body
 
     # -- WSGI ------------------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -218,7 +229,7 @@ class WsgiTransport:
             session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
             found = headers(environ)
             exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
-            check = lambda request, envelope: check_routing_headers(found, request, envelope, self._tool_schema)  # noqa: E731
+            check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731
             return self._run(start_response, exchange, session, Era.MODERN, check)
         if message.method == "initialize":
             created = self._sessions.new()
@@ -323,6 +334,8 @@ class WsgiTransport:
         created: HttpSession | None = None,
     ) -> Iterable[bytes]:
         request = exchange.request
+        if self._engine.runs_inline(request):
+            return self._run_inline(start_response, exchange, session, era, header_check, created)
         with self._lock:
             work = None
             if not self._closing:
@@ -339,6 +352,28 @@ class WsgiTransport:
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         deadline = None if request.method == "subscriptions/listen" else time.monotonic() + self._request_timeout
         return self._respond(start_response, exchange, deadline, created)
+
+    def _run_inline(
+        self,
+        start_response: Callable[..., Any],
+        exchange: Exchange,
+        session: Session,
+        era: Era,
+        header_check: Callable[[Request, Any], None] | None,
+        created: HttpSession | None,
+    ) -> Iterable[bytes]:
+        """A request that cannot speak before its answer runs on this WSGI thread: nothing can
+        stream before it returns, so the hand-off to a worker would only cost two thread switches.
+        (A forwarded call returns at once; its answer and the upstream's progress still arrive
+        through the channel.)"""
+        with self._lock:
+            if self._closing:
+                exchange.answer(Final(None))
+                raise _Refused(503, "the server is shutting down", exchange.request.id)
+            self._inflight.add(exchange)
+        exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
+        self._execute(exchange, session, era, header_check)
+        return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
 
     def _work_done(self, work: concurrent.futures.Future[None]) -> None:
         with self._lock:
@@ -576,11 +611,16 @@ class WsgiTransport:
         self.close()
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _tool_schema(self, name: str) -> Any:
+    def _param_headers(self, name: str) -> tuple[ParamHeader, ...]:
+        """The `Mcp-Param-*` headers a call of this tool carries: worked out once per tool object
+        (a tool's schema never changes; a changed tool is a new object)."""
         tool = self._engine.catalog.find_tool(name)
         if tool is None or (self._engine.tool_filter is not None and not self._engine.tool_filter(tool)):
-            return None
-        return tool.definition().get("inputSchema")
+            return ()
+        plan = self._header_plans.get(tool)
+        if plan is None:
+            plan = self._header_plans[tool] = param_headers(tool.definition().get("inputSchema"))
+        return plan
 
 
 def _status(code: int) -> str:

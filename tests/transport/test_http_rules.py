@@ -18,7 +18,7 @@ import pytest
 from mcpsync import Context, Server, Service, Tool
 from mcpsync.protocol.jsonrpc import McpError, Request
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, Envelope, Era
-from mcpsync.transport._http_headers import check_routing_headers, decode_value, invalid_annotation
+from mcpsync.transport._http_headers import check_routing_headers, decode_value, invalid_annotation, param_headers
 from mcpsync.transport._http_rules import accepts, error_status, headers, rebinding_refusal, route
 from mcpsync.transport._http_sessions import SessionTable
 from mcpsync.transport._http_stream import Exchange
@@ -142,7 +142,7 @@ def _check(method: str, params: dict[str, Any], given: dict[str, str], schema: A
     request = Request(1, method, params)
     envelope = Envelope(params.get("_version", MODERN), {}, None, None)
     try:
-        check_routing_headers({k.lower(): v for k, v in given.items()}, request, envelope, lambda name: schema)
+        check_routing_headers({k.lower(): v for k, v in given.items()}, request, envelope, lambda name: param_headers(schema))
     except McpError as exc:
         assert exc.code == -32020
         return exc

@@ -1,0 +1,592 @@
+"""A small threaded HTTP/1.1 server for one WSGI application: what `mcpsync serve --http` runs.
+
+Why our own: an MCP POST is one small JSON body in and one out, so the HTTP server's own work
+decides the request rate. cheroot, which served here first, spent about 200 µs of CPU on each
+such request; the official SDK's uvicorn parses HTTP in C. This server does only what the WSGI
+transport needs, in few Python steps per request, and writes each response in one `sendall`
+when it can.
+
+Strategy: one thread per connection (`mcpsync-http-conn-N`), at most `max_connections` (one more
+is answered 503 and closed); the acceptor (`mcpsync-http-accept`) only accepts. A connection's
+thread reads a request head through a buffered reader, builds the environ, runs the application
+on that same thread and writes what it yields at once, then reads the next request (keep-alive,
+pipelining). Framing of the response: the application's `Content-Length` when it gives one, else
+chunked transfer coding on HTTP/1.1 (each yielded chunk leaves as one chunk: SSE events are not
+held back), else the body ends with the connection.
+
+Limits: the request head (431), a chunked body (413 past `max_body_bytes`; a `Content-Length`
+body is the application's to refuse, it is read only as the application reads it), and every
+read and write on a socket (`timeout`; an idle keep-alive connection is closed after it, a
+client that stops reading a stream makes the write fail, and the body is closed, which the
+transport takes as the client going away).
+
+Refused at the HTTP level, with `Connection: close`: a malformed request line or header (400),
+both `Content-Length` and `Transfer-Encoding`, or a bad length (400: no request smuggling), a
+transfer coding other than chunked (501), an HTTP version other than 1.0 and 1.1 (505).
+
+Stopping: `stop()` closes the listener, wakes the idle connections (their read returns end of
+file), lets the busy ones finish their response until the deadline, then cuts them, and joins
+every thread it started.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import io
+import logging
+import os
+import select
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable
+from urllib.parse import unquote_to_bytes
+
+log = logging.getLogger("mcpsync")
+
+DEFAULT_TIMEOUT = 10.0
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADERS = 100
+DRAIN_LIMIT = 64 * 1024
+"""Unread request body the server still reads past to keep the connection; more and it closes."""
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_REASONS = {400: "Bad Request", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
+            500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
+            505: "HTTP Version Not Supported"}
+
+
+class _Reject(Exception):
+    """The request cannot be served: answer `status` and close the connection."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+
+
+class _Gone(Exception):
+    """The client closed the connection, or it timed out between requests: nothing to answer."""
+
+
+class _Clock:
+    """The `Date` header, formatted at most once a second (RFC 9110 §6.6.1: an origin server
+    with a clock sends it)."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._value = b""
+
+    def header(self) -> bytes:
+        now = int(time.time())
+        if now != self._second:
+            self._value = b"Date: " + email.utils.formatdate(now, usegmt=True).encode("ascii") + b"\r\n"
+            self._second = now
+        return self._value
+
+
+class _FixedBody(io.RawIOBase):
+    """`wsgi.input` of a request with a `Content-Length`: its bytes and no more, read as the
+    application asks (a `100 Continue` goes out first when the client waits for one)."""
+
+    def __init__(self, reader: io.BufferedReader, length: int, send_continue: Callable[[], None] | None) -> None:
+        super().__init__()
+        self._reader = reader
+        self.remaining = length
+        self._send_continue = send_continue
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self._send_continue is not None:
+            self._send_continue()
+            self._send_continue = None
+        if size is None or size < 0 or size > self.remaining:
+            size = self.remaining
+        if size == 0:
+            return b""
+        data = self._reader.read(size)
+        self.remaining -= len(data)
+        if len(data) < size:
+            self.remaining = 0
+            raise _Gone("the body ended early")
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        limit = self.remaining if size is None or size < 0 else min(size, self.remaining)
+        if self._send_continue is not None:
+            self._send_continue()
+            self._send_continue = None
+        line = self._reader.readline(limit) if limit else b""
+        self.remaining -= len(line)
+        return line
+
+
+class WsgiServer:
+    """Serves one WSGI application on `host:port` (port 0: any free one; see `.port`).
+
+    Binds at construction, so a busy port fails in the caller. `serve()` runs the accept loop on
+    the calling thread until `stop()`; the connection threads are its own.
+    """
+
+    def __init__(
+        self,
+        app: WsgiApp,
+        host: str,
+        port: int,
+        *,
+        max_connections: int = 64,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_body_bytes: int = 4 * 1024 * 1024,
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._app = app
+        self._max_connections = max_connections
+        self._timeout = timeout
+        self._max_body = max_body_bytes
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        if host not in ("", "0.0.0.0", "::") and ":" not in host:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        self._listener = socket.create_server((host, port), family=family, backlog=128)
+        bound = self._listener.getsockname()
+        self.host, self.port = bound[0], bound[1]
+        self._base_environ = {
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            "wsgi.input_terminated": True,
+            "SCRIPT_NAME": "",
+            "SERVER_NAME": self.host,
+            "SERVER_PORT": str(self.port),
+            "SERVER_SOFTWARE": "mcpsync",
+        }
+        self._clock = _Clock()
+        self._lock = threading.Lock()
+        self._connections: dict[_Connection, threading.Thread] = {}
+        self._count = 0
+        self._stopping = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # -- accepting -------------------------------------------------------------------------------
+    def serve(self) -> None:
+        """Accept connections until `stop()`; each gets a thread of its own."""
+        try:
+            while not self._stopping:
+                readable, _, _ = select.select([self._listener, self._wake_r], [], [], 3600.0)
+                if self._wake_r in readable or self._stopping:
+                    break
+                if self._listener in readable:
+                    self._accept()
+        finally:
+            self._listener.close()
+
+    def _accept(self) -> None:
+        try:
+            sock, address = self._listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        except OSError as exc:  # e.g. out of file descriptors: say so, and keep serving
+            log.warning("HTTP accept failed: %s", exc)
+            return
+        sock.settimeout(self._timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not TCP (a test's socket pair)
+        with self._lock:
+            full = len(self._connections) >= self._max_connections
+            if not full and not self._stopping:
+                self._count += 1
+                connection = _Connection(self, sock, address)
+                thread = threading.Thread(target=connection.run, name=f"mcpsync-http-conn-{self._count}", daemon=True)
+                self._connections[connection] = thread
+                thread.start()
+                return
+        if full:
+            log.warning("HTTP: %d connections are open, the limit; refused one from %s", self._max_connections, address[0])
+        _close(sock, _plain_response(503, "too many connections"))
+
+    def _release(self, connection: "_Connection") -> None:
+        with self._lock:
+            self._connections.pop(connection, None)
+
+    # -- stopping --------------------------------------------------------------------------------
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop accepting, close idle connections, give busy ones until `timeout` to finish their
+        response, then cut them; join every connection thread. True if all ended in time."""
+        with self._lock:
+            self._stopping = True
+            connections = list(self._connections.items())
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        for connection, _ in connections:
+            connection.interrupt_if_idle()
+        deadline = time.monotonic() + timeout
+        for connection, thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        late = [(c, t) for c, t in connections if t.is_alive()]
+        for connection, _ in late:
+            connection.interrupt()
+        for _, thread in late:
+            thread.join(1.0)
+        clean = not any(t.is_alive() for _, t in late)
+        if not clean:
+            log.warning("HTTP: %d connection thread(s) did not end in time", sum(t.is_alive() for _, t in late))
+        return clean
+
+    def close(self) -> None:
+        """Release the listener and the wake-up pipe (after `serve()` has returned)."""
+        self._listener.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class _Connection:
+    """One client connection, served by one thread from its first request to its close."""
+
+    def __init__(self, server: WsgiServer, sock: socket.socket, address: Any) -> None:
+        self._server = server
+        self._sock = sock
+        self._reader = sock.makefile("rb", buffering=65536)
+        self._busy = False
+        self._lock = threading.Lock()
+        self._environ = dict(server._base_environ)
+        self._environ["REMOTE_ADDR"] = str(address[0])
+        self._environ["REMOTE_PORT"] = str(address[1])
+
+    def interrupt_if_idle(self) -> None:
+        with self._lock:
+            if not self._busy:
+                self.interrupt()
+
+    def interrupt(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        try:
+            while not self._server.stopping:
+                try:
+                    environ, keep_alive = self._read_request()
+                except _Gone:
+                    return
+                except _Reject as reject:
+                    self._send_quietly(_plain_response(reject.status, str(reject)))
+                    return
+                with self._lock:
+                    self._busy = True
+                try:
+                    if not self._respond(environ, keep_alive and not self._server.stopping):
+                        return
+                finally:
+                    with self._lock:
+                        self._busy = False
+        except (OSError, _Gone):
+            pass  # the client went away or timed out: nothing more to say to it
+        except Exception:
+            log.exception("HTTP connection failed")
+        finally:
+            self._reader.close()
+            self._sock.close()
+            self._server._release(self)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _readline(self, what: str) -> bytes:
+        try:
+            line = self._reader.readline(MAX_HEAD_BYTES + 1)
+        except (TimeoutError, OSError) as exc:
+            raise _Gone(str(exc)) from exc
+        if len(line) > MAX_HEAD_BYTES:
+            raise _Reject(431, f"the {what} is too long")
+        return line
+
+    def _read_request(self) -> tuple[dict[str, Any], bool]:
+        line = self._readline("request line")
+        while line in (b"\r\n", b"\n"):  # RFC 9112 §2.2: empty lines before a request are ignored
+            line = self._readline("request line")
+        if not line:
+            raise _Gone("closed")
+        if not line.endswith(b"\n"):
+            raise _Gone("closed in the middle of a request")
+        parts = line.rstrip(b"\r\n").split(b" ")
+        if len(parts) != 3:
+            raise _Reject(400, "malformed request line")
+        method, target, version = (part.decode("latin-1") for part in parts)
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            if version.startswith("HTTP/"):
+                raise _Reject(505, f"{version} is not supported")
+            raise _Reject(400, "malformed request line")
+        environ = dict(self._environ)
+        environ["REQUEST_METHOD"] = method
+        environ["SERVER_PROTOCOL"] = version
+        if not target.startswith("/"):
+            if target == "*" or "://" not in target:
+                environ["PATH_INFO"], environ["QUERY_STRING"] = "" if target == "*" else target, ""
+            else:  # absolute-form (RFC 9112 §3.2.2): the path is what follows the authority
+                rest = target.split("://", 1)[1]
+                target = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+        if target.startswith("/"):
+            path, _, query = target.partition("?")
+            environ["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1") if "%" in path else path
+            environ["QUERY_STRING"] = query
+        total = len(line)
+        count = 0
+        while True:
+            line = self._readline("request head")
+            total += len(line)
+            if total > MAX_HEAD_BYTES:
+                raise _Reject(431, "the request head is too long")
+            if line in (b"\r\n", b"\n"):
+                break
+            if not line.endswith(b"\n"):
+                raise _Gone("closed in the middle of a request head")
+            count += 1
+            if count > MAX_HEADERS:
+                raise _Reject(431, "too many header fields")
+            name, colon, value = line.partition(b":")
+            if not colon or not name or name != name.strip() or b" " in name or b"\t" in name:
+                raise _Reject(400, "malformed header field")
+            key = name.decode("latin-1").upper().replace("-", "_")
+            if "_" in name.decode("latin-1"):
+                continue  # an underscore would pose as a dash in the environ: dropped, as gunicorn does
+            text = value.strip(b" \t\r\n").decode("latin-1")
+            if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+                key = "HTTP_" + key
+            previous = environ.get(key)
+            environ[key] = text if previous is None else f"{previous}, {text}"
+        return environ, self._frame_body(environ, version)
+
+    def _frame_body(self, environ: dict[str, Any], version: str) -> bool:
+        """Give the environ its `wsgi.input`; whether the connection may stay open after."""
+        connection = environ.get("HTTP_CONNECTION", "").lower()
+        keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+        length_text = environ.get("CONTENT_LENGTH")
+        coding = environ.get("HTTP_TRANSFER_ENCODING")
+        send_continue = None
+        if version == "HTTP/1.1" and environ.get("HTTP_EXPECT", "").lower() == "100-continue":
+            send_continue = self._send_continue
+        if coding is not None:
+            if length_text is not None:
+                raise _Reject(400, "both Content-Length and Transfer-Encoding")
+            if coding.strip().lower() != "chunked":
+                raise _Reject(501, f"transfer coding {coding!r} is not supported")
+            if send_continue is not None:
+                send_continue()
+            body = self._read_chunked()
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["mcpsync.body"] = None
+            return keep_alive
+        length = 0
+        if length_text is not None:
+            values = {v.strip() for v in length_text.split(",")}
+            if len(values) != 1 or not (value := values.pop()).isdigit() or not value.isascii():
+                raise _Reject(400, "malformed Content-Length")
+            length = int(value)
+            environ["CONTENT_LENGTH"] = value
+        body = _FixedBody(self._reader, length, send_continue if length else None)
+        environ["wsgi.input"] = body
+        environ["mcpsync.body"] = body
+        return keep_alive
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            size_line = self._readline("chunk size")
+            size_text = size_line.split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise _Reject(400, "malformed chunk size") from None
+            if size < 0:
+                raise _Reject(400, "malformed chunk size")
+            if size == 0:
+                break
+            total += size
+            if total > self._server._max_body:
+                raise _Reject(413, f"the body is over {self._server._max_body} bytes")
+            data = self._reader.read(size + 2)
+            if len(data) < size + 2:
+                raise _Gone("the body ended early")
+            if not data.endswith(b"\r\n"):
+                raise _Reject(400, "malformed chunk")
+            parts.append(data[:-2])
+        while self._readline("trailer") not in (b"\r\n", b"\n", b""):
+            pass  # trailers are dropped
+        return b"".join(parts)
+
+    def _send_continue(self) -> None:
+        self._sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    # -- answering -------------------------------------------------------------------------------
+    def _respond(self, environ: dict[str, Any], keep_alive: bool) -> bool:
+        """Run the application and write its response; whether the connection stays open."""
+        response = _Response(self._sock, environ, keep_alive, self._server._clock)
+        try:
+            result = self._server._app(environ, response.start_response)
+        except Exception:
+            log.exception("the WSGI application failed on %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
+            self._send_quietly(_plain_response(500, "internal server error"))
+            return False
+        try:
+            response.write_all(result)
+        except Exception as exc:
+            if not isinstance(exc, OSError):
+                log.exception("the WSGI application failed while answering %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
+                if not response.started:
+                    self._send_quietly(_plain_response(500, "internal server error"))
+            return False
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    log.exception("closing a WSGI response failed")
+        body = environ.get("mcpsync.body")
+        if body is not None and body.remaining:
+            if body.remaining > DRAIN_LIMIT:
+                return False
+            body.read()
+        return response.keep_alive
+
+    def _send_quietly(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError:
+            pass
+
+
+class _Response:
+    """One response: the status and headers from `start_response`, then the body as framed."""
+
+    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, clock: _Clock) -> None:
+        self._sock = sock
+        self._head_only = environ["REQUEST_METHOD"] == "HEAD"
+        self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"
+        self.keep_alive = keep_alive
+        self._clock = clock
+        self._status: str | None = None
+        self._headers: list[tuple[str, str]] = []
+        self.started = False
+        self._chunked = False
+        self._length: int | None = None
+
+    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None:
+            try:
+                if self.started:
+                    raise exc_info[1].with_traceback(exc_info[2])
+            finally:
+                exc_info = None
+        elif self._status is not None:
+            raise AssertionError("start_response called twice without exc_info")
+        self._status = status
+        self._headers = headers
+        return self._write_now
+
+    def _head(self) -> bytes:
+        assert self._status is not None, "the application yielded before calling start_response"
+        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._clock.header()]
+        code = int(self._status[:3])
+        for name, value in self._headers:
+            lowered = name.lower()
+            if lowered == "content-length":
+                self._length = int(value)
+                continue
+            if lowered == "connection":
+                if "close" in value.lower():
+                    self.keep_alive = False
+                continue
+            elif lowered == "transfer-encoding":
+                continue  # the framing is ours to choose
+            lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+        if self._length is not None:
+            lines += (b"Content-Length: ", str(self._length).encode("ascii"), b"\r\n")
+        elif code in (204, 304) or code < 200 or self._head_only:
+            pass
+        elif self._http11:
+            self._chunked = True
+            lines.append(b"Transfer-Encoding: chunked\r\n")
+        else:
+            self.keep_alive = False  # the body ends when the connection does
+        if not self.keep_alive:
+            lines.append(b"Connection: close\r\n")
+        lines.append(b"\r\n")
+        self.started = True
+        return b"".join(lines)
+
+    def _frame(self, chunk: bytes) -> bytes:
+        if self._head_only or not chunk:
+            return b""
+        if self._chunked:
+            return b"%x\r\n%b\r\n" % (len(chunk), chunk)
+        return chunk
+
+    def _write_now(self, chunk: bytes) -> None:
+        """The legacy `write()` callable of PEP 3333."""
+        data = self._frame(chunk)
+        if not self.started:
+            data = self._head() + self._frame(chunk)
+        if data:
+            self._sock.sendall(data)
+
+    def write_all(self, result: Iterable[bytes]) -> None:
+        if isinstance(result, list) and len(result) <= 1 and not self.started:  # the common case: one send
+            chunk = result[0] if result else b""
+            head = self._head()
+            tail = b"0\r\n\r\n" if self._chunked and not self._head_only else b""
+            self._sock.sendall(head + self._frame(chunk) + tail)
+            return
+        for chunk in result:
+            if not chunk:
+                continue
+            if not self.started:
+                self._sock.sendall(self._head() + self._frame(chunk))
+            else:
+                self._sock.sendall(self._frame(chunk))
+        if not self.started:
+            self._sock.sendall(self._head())
+        if self._chunked and not self._head_only:
+            self._sock.sendall(b"0\r\n\r\n")
+
+
+def _plain_response(status: int, why: str) -> bytes:
+    body = f"{status} {_REASONS.get(status, '')}: {why}\n".encode("utf-8", "replace")
+    return (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode("latin-1") + body
+
+
+def _close(sock: socket.socket, farewell: bytes) -> None:
+    try:
+        sock.settimeout(1.0)
+        sock.sendall(farewell)
+    except OSError:
+        pass
+    finally:
+        sock.close()
