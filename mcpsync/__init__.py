@@ -21,6 +21,8 @@ from .catalog.content import ResourceNotFound as ResourceNotFound  # noqa: E402
 from .catalog.content import ToolError as ToolError  # noqa: E402
 from .catalog.content import ToolResult as ToolResult  # noqa: E402
 from .catalog.context import Context as Context  # noqa: E402
+from .catalog.questions import InputRequired as InputRequired  # noqa: E402
+from .catalog.questions import Question as Question  # noqa: E402
 from .catalog.service import Prompt as Prompt  # noqa: E402
 from .catalog.service import Resource as Resource  # noqa: E402
 from .catalog.service import ResourceTemplate as ResourceTemplate  # noqa: E402
@@ -61,9 +63,11 @@ __all__ = [
     "Context",
     "ErrorCode",
     "Image",
+    "InputRequired",
     "Interceptor",
     "McpError",
     "Prompt",
+    "Question",
     "Resource",
     "ResourceNotFound",
     "ResourceTemplate",

@@ -222,8 +222,11 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
     if not loaded and not config.upstreams:
         loaded = [build_demo_service()]
         server_name = server_name or "mcpsync-demo"
+    secret = os.environ.get("MCPSYNC_REQUEST_STATE_SECRET") or None
     if loaded and isinstance(loaded[0], Server):
         server = loaded[0]
+        if secret is not None:
+            server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
         server.workers = options.get("workers", server.workers)
         server.max_frame_bytes = options.get("max_frame_bytes", server.max_frame_bytes)
         server.engine.page_size = options.get("page_size", server.engine.page_size)
@@ -232,6 +235,8 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
     else:
         first = loaded[0].name if loaded else "mcpsync-gateway"
         server = Server(server_name or first, settings.get("version", __version__), **options)
+        if secret is not None:
+            server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
         if loaded:
             server.add_service(loaded[0])
     for extra in loaded[1:]:
@@ -255,6 +260,15 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
             timeout=upstream.timeout,
         )
     return server
+
+
+def _sealer(secret: str, ttl: float):  # type: ignore[no-untyped-def]
+    from .engine.request_state import RequestStateSealer
+
+    try:
+        return RequestStateSealer(secret, ttl=ttl)
+    except ValueError as exc:
+        raise click.ClickException(f"MCPSYNC_REQUEST_STATE_SECRET: {exc}") from exc
 
 
 # -- the client commands ---------------------------------------------------------------------------

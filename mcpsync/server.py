@@ -50,6 +50,12 @@ class Server:
         shutdown_timeout: how long `shutdown()` waits for running requests.
         drain_timeout: how long end of input waits for running requests.
         subscription_cap: open `subscriptions/listen` streams allowed per connection.
+        request_state_secret: the key (32 bytes or more, bytes or str) sealing the `requestState`
+            of 2026-07-28 `input_required` results; default: random per process. Give every
+            process that serves the same clients the same secret. `mcpsync serve` reads it from
+            the environment variable MCPSYNC_REQUEST_STATE_SECRET.
+        request_state_ttl: seconds a client has to retry with the answers (default 600).
+        ask_timeout: seconds a handshake-era `ctx.elicit/sample/roots` waits for the client.
     """
 
     def __init__(
@@ -70,6 +76,9 @@ class Server:
         shutdown_timeout: float = 5.0,
         drain_timeout: float = 30.0,
         subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
+        request_state_secret: bytes | str | None = None,
+        request_state_ttl: float = 600.0,
+        ask_timeout: float = 300.0,
     ) -> None:
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -84,6 +93,9 @@ class Server:
             page_size=page_size,
             ttl_ms=ttl_ms,
             cache_scope=cache_scope,
+            request_state_secret=request_state_secret,
+            request_state_ttl=request_state_ttl,
+            ask_timeout=ask_timeout,
         )
         self.workers = workers
         self.max_frame_bytes = max_frame_bytes

@@ -9,11 +9,12 @@ Serve it over Streamable HTTP and point the suite at it (see integration/conform
 or over stdio (``python -m mcpsync serve integration/conformance/fixture.py``), bridged to HTTP by
 supergateway. The names are fixed by the suite; what each scenario checks is noted on each entry.
 
-Not here yet, because mcpsync cannot express them (a later issue): the tools that send the client a
-request mid-call (``test_sampling``, ``test_elicitation``, ``test_elicitation_sep1034_defaults``,
-``test_elicitation_sep1330_enums``) and those that answer with an ``input_required`` result
-(``test_input_required_result_*``, the prompt ``test_input_required_result_prompt``). Their
-scenarios are listed in known-failures.txt.
+The asking tools (``test_sampling``, ``test_elicitation*``, ``test_input_required_result_*`` and the
+prompt ``test_input_required_result_prompt``) are written once with ``ctx.elicit``/``ctx.sample``/
+``ctx.roots``/``ctx.ask``: on a 2025-11-25 session they send the client requests mid-call; in 2026-07-28
+the same code answers ``input_required`` and finishes on the client's retry. The ``requestState`` is
+sealed under a fixed secret (below), because the supergateway leg starts a fresh stdio child for every
+2026-07-28 request, so the retry is opened by another process than the one that sealed it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import wave
 import zlib
 from typing import Annotated, Any
 
-from mcpsync import Audio, Context, Image, Server, Service, Tool, ToolError
+from mcpsync import Audio, Context, Image, Question, Server, Service, Tool, ToolError
 
 service = Service("conformance", instructions="The MCP conformance suite's fixture; every entry is a test probe.")
 
@@ -315,7 +316,163 @@ def watched() -> str:
     return "Watched resource content"
 
 
-server = Server("mcpsync-conformance", services=[service])
+# -- asking the client: 2025-11-25 requests mid-call, 2026-07-28 input_required (SEP-2322) ----------
+
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@service.tool
+def test_sampling(prompt: str, ctx: Context) -> str:
+    """Asks the client's model (tools-call-sampling)."""
+    answer = ctx.sample(prompt, max_tokens=100)
+    return f"LLM response: {answer['content'].get('text', '')}"
+
+
+@service.tool
+def test_elicitation(message: str, ctx: Context) -> str:
+    """Asks the user for a username and an email (tools-call-elicitation)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = ctx.elicit(message, schema)
+    return f"User response: action={answer['action']}, content={json.dumps(answer.get('content'))}"
+
+
+def _completed(answer: dict[str, Any]) -> str:
+    return f"Elicitation completed: action={answer['action']}, content={json.dumps(answer.get('content'))}"
+
+
+@service.tool
+def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """A form whose every field has a default (elicitation-sep1034-defaults)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+            "verified": {"type": "boolean", "default": True},
+        },
+    }
+    return _completed(ctx.elicit("Please review and update the form fields with defaults", schema))
+
+
+@service.tool
+def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Every enum shape of SEP-1330: untitled, titled, legacy enumNames, single and multi select."""
+    options = ["option1", "option2", "option3"]
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": options},
+            "titledSingle": {
+                "type": "string",
+                "oneOf": [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+                          {"const": "value3", "title": "Third Option"}],
+            },
+            "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+            "titledMulti": {
+                "type": "array",
+                "items": {"anyOf": [{"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"},
+                                    {"const": "value3", "title": "Third Choice"}]},
+            },
+        },
+    }
+    return _completed(ctx.elicit("Please select from the enum options", schema))
+
+
+@service.tool
+def test_input_required_result_elicitation(ctx: Context) -> str:
+    """One question under the key the suite names (basic-elicitation, result-type,
+    missing-input-response, ignore-extra-params, validate-input)."""
+    answer = ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    return f"Hello, {(answer.get('content') or {}).get('name', 'stranger')}!"
+
+
+@service.tool
+def test_input_required_result_sampling(ctx: Context) -> str:
+    """basic-sampling."""
+    answer = ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return f"The model said: {answer['content'].get('text', '')}"
+
+
+@service.tool
+def test_input_required_result_list_roots(ctx: Context) -> str:
+    """basic-list-roots."""
+    roots = ctx.roots(key="client_roots")
+    return "Roots: " + ", ".join(root["uri"] for root in roots)
+
+
+@service.tool
+def test_input_required_result_request_state(ctx: Context) -> str:
+    """request-state: the first round carries a sealed requestState, the retry echoes it."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    answer = ctx.elicit("Please confirm", schema, key="confirm")
+    return f"state-ok: confirmed={(answer.get('content') or {}).get('ok')}"
+
+
+@service.tool
+def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Three questions of three kinds in one round (multiple-input-requests)."""
+    name, greeting, roots = ctx.ask(
+        Question.elicitation("What is your name?", NAME_FORM, key="user_name"),
+        Question.sampling("Generate a greeting", max_tokens=50, key="greeting"),
+        Question.roots(key="client_roots"),
+    )
+    return f"{greeting['content'].get('text', '')} {(name.get('content') or {}).get('name')} ({len(roots)} roots)"
+
+
+@service.tool
+def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Two rounds; the first answer survives in the sealed state (multi-round)."""
+    name = ctx.elicit("Step 1: What is your name?", NAME_FORM, key="step1")
+    color_form = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+    color = ctx.elicit("Step 2: What is your favorite color?", color_form, key="step2")
+    return f"{(name.get('content') or {}).get('name')} likes {(color.get('content') or {}).get('color')}"
+
+
+@service.tool
+def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """tampered-state: a changed requestState is refused with -32602."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    ctx.elicit("Please confirm", schema, key="confirm")
+    return "accepted"
+
+
+@service.tool
+def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only for what the client declared (capability-check)."""
+    declared = ctx.client_capabilities
+    questions = []
+    if "elicitation" in declared:
+        questions.append(Question.elicitation("What is your name?", NAME_FORM, key="user_name"))
+    if "sampling" in declared:
+        questions.append(Question.sampling("Say hello", max_tokens=20, key="hello"))
+    if "roots" in declared:
+        questions.append(Question.roots(key="client_roots"))
+    answers = ctx.ask(*questions)
+    return f"{len(answers)} answer(s) for the declared capabilities"
+
+
+@service.prompt
+def test_input_required_result_prompt(ctx: Context) -> str:
+    """A prompt that asks first (non-tool-request)."""
+    schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+    answer = ctx.elicit("What context should the prompt use?", schema, key="user_context")
+    return f"Use this context: {(answer.get('content') or {}).get('context')}"
+
+
+# A fixed secret, for the test fixture only: every process serving it must open the others' states.
+REQUEST_STATE_SECRET = "mcpsync-conformance-fixture-secret-0123456789"
+
+server = Server("mcpsync-conformance", services=[service], request_state_secret=REQUEST_STATE_SECRET)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,35 @@ progress after the response) and where the request's stream is (stdio line, HTTP
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
+import time
 from typing import Any, Callable
 
+from ..errors import McpsyncError
+from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import LOG_LEVEL_RANK, Era
+from .questions import (
+    DEFAULT_ASK_TIMEOUT,
+    KeyAssigner,
+    NeedAnswers,
+    Question,
+    checked_answer,
+    missing_capability,
+    request_params,
+)
 
 log = logging.getLogger("mcpsync")
 
 Notify = Callable[[str, dict[str, Any]], None]
 """Sends one request-scoped notification (`method`, `params`); a no-op once the request is answered."""
+AskClient = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str, Any]]"]
+"""Sends one server-to-client request tied to this request (handshake era); a future for the answer."""
+
+
+class AskCancelled(McpsyncError):
+    """The request was cancelled (or its connection closed) while waiting for the client's answer."""
 
 
 class Context:
@@ -44,6 +63,10 @@ class Context:
         cancel_event: threading.Event,
         wants_log: Callable[[str], bool],
         on_cancel: Callable[[Callable[[], None]], None] | None = None,
+        ask_client: AskClient | None = None,
+        answers: dict[str, Any] | None = None,
+        state: Any = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self.request_id = request_id
         self.era = era
@@ -57,6 +80,15 @@ class Context:
         self._on_cancel = on_cancel
         self._last_progress: float | None = None
         self._progress_lock = threading.Lock()
+        self._ask_client = ask_client
+        self._answers: dict[str, Any] = dict(answers or {})
+        self._ask_timeout = ask_timeout
+        self._keys = KeyAssigner()
+        self.used_answers: dict[str, Any] = {}
+        """The answers this run of the function took, by key (2026-07-28: sealed into the next state)."""
+        self._unanswered: list[Question] = []
+        self.state = state
+        """What the function's last `InputRequired(state=...)` carried into this retry, else None."""
 
     @property
     def cancelled(self) -> bool:
@@ -122,3 +154,97 @@ class Context:
 
     def error(self, data: Any) -> None:
         self.log("error", data)
+
+    # -- asking the client -----------------------------------------------------------------------
+    def elicit(self, message: str, schema: dict[str, Any] | None = None, *, key: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """Ask the user to fill in a form (`schema`: a flat JSON Schema object); returns the
+        client's `ElicitResult`: `{"action": "accept" | "decline" | "cancel", "content": {...}}`."""
+        return self.ask(Question.elicitation(message, schema, key=key), timeout=timeout)[0]
+
+    def elicit_url(self, message: str, url: str, *, key: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+        """Send the user to `url` (the client must declare URL-mode elicitation); returns the
+        `ElicitResult` (`{"action": "accept"}` once the user went there)."""
+        return self.ask(Question.elicitation_url(message, url, key=key), timeout=timeout)[0]
+
+    def sample(
+        self, messages: Any, *, max_tokens: int, key: str | None = None, timeout: float | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """Ask the client's model; `messages` is a str (one user message) or a list of messages.
+        `options`: system_prompt, temperature, stop_sequences, model_preferences,
+        include_context, metadata. Returns the `CreateMessageResult` (role, content, model, ...)."""
+        return self.ask(Question.sampling(messages, max_tokens=max_tokens, key=key, **options), timeout=timeout)[0]
+
+    def roots(self, *, key: str | None = None, timeout: float | None = None) -> list[dict[str, Any]]:
+        """The client's roots: `[{"uri": "file:///...", "name": ...}, ...]`."""
+        return self.ask(Question.roots(key=key), timeout=timeout)[0]
+
+    def ask(self, *questions: Question, timeout: float | None = None) -> list[Any]:
+        """Ask several questions at once; their answers, in order (`elicit`, `sample` and `roots`
+        ask one).
+
+        Handshake era: each is a request to the client, sent together; this waits for all of them
+        (up to `timeout`, default 300 s) and ends early if the request is cancelled. 2026-07-28:
+        the answers come with the client's retry; until they have, this does not return (the
+        request answers `input_required` with every question asked so far, and the function runs
+        again on the retry, from the start). Either way, a question the client did not declare
+        the capability for raises -32021 `McpError` naming it."""
+        keyed = [self._keys.key_for(question) for question in questions]
+        missing = [question for question in keyed if question.key not in self._answers]
+        if len({question.key for question in keyed}) < len(keyed):
+            raise ValueError("two questions asked together have the same key")
+        for question in missing:
+            refusal = missing_capability(question, self.client_capabilities, self.protocol_version)
+            if refusal is not None:
+                raise refusal
+        if missing and self.era is Era.MODERN:
+            self._unanswered.extend(missing)
+            raise NeedAnswers(self._unanswered)
+        if missing:
+            self._answers.update(self._ask_now(missing, timeout))
+        answers = []
+        for question in keyed:
+            answer = self._answers[question.key]
+            answers.append(checked_answer(question, answer))
+            self.used_answers[question.key] = answer
+        return answers
+
+    def keyed(self, question: Question) -> Question:
+        """The question with its key (the next in asking order when it has none)."""
+        return self._keys.key_for(question)
+
+    def next_round(self, state: Any) -> None:
+        """Before the function runs again in the same request (an `InputRequired` it returned on a
+        handshake-era connection): keys count from the start, the answers so far stay."""
+        self._keys = KeyAssigner()
+        self._unanswered = []
+        self.used_answers = {}
+        self.state = state
+
+    def _ask_now(self, questions: list[Question], timeout: float | None) -> dict[str, Any]:
+        """Handshake era: the requests go out together; wait for every answer or give up."""
+        if self._ask_client is None:
+            raise McpsyncError("this transport cannot send requests to the client")
+        futures: list[concurrent.futures.Future[dict[str, Any]]] = []
+        try:
+            for question in questions:
+                futures.append(self._ask_client(question.method, request_params(question)))
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        self.on_cancel(lambda: [future.cancel() for future in futures])
+        limit = self._ask_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        answers = {}
+        try:
+            for question, future in zip(questions, futures):
+                try:
+                    answers[question.key] = future.result(max(0.0, deadline - time.monotonic()))
+                except concurrent.futures.TimeoutError:
+                    raise McpError(ErrorCode.INTERNAL_ERROR, f"the client did not answer {question.method} within {limit:g} s") from None
+                except concurrent.futures.CancelledError:
+                    raise AskCancelled(f"the request was cancelled while waiting for {question.method}") from None
+        finally:
+            for future in futures:
+                future.cancel()  # no-op for the answered ones; the rest are forgotten and cancelled
+        return answers

@@ -16,6 +16,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from ..catalog.catalog import Catalog
+from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, Request, method_not_found
 from ..protocol.versions import (
@@ -30,6 +31,7 @@ from ..protocol.versions import (
 from . import operations
 from .interceptors import Call, Interceptor, TransportInfo
 from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
+from .request_state import DEFAULT_TTL, RequestStateSealer
 from .session import Session
 
 log = logging.getLogger("mcpsync")
@@ -63,6 +65,9 @@ class Engine:
         page_size: int = 100,
         ttl_ms: int = 0,
         cache_scope: str = "private",
+        request_state_secret: bytes | str | None = None,
+        request_state_ttl: float = DEFAULT_TTL,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -76,6 +81,11 @@ class Engine:
         self.page_size = page_size
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
+        self.request_states = RequestStateSealer(request_state_secret, ttl=request_state_ttl)
+        """Seals the `requestState` of 2026-07-28 `input_required` results (see `mrtr`)."""
+        if not ask_timeout > 0:
+            raise ValueError("ask_timeout must be positive")
+        self.ask_timeout = ask_timeout
 
     def runs_inline(self, request: Request) -> bool:
         """Whether `request` answers (or defers to an upstream) without sending anything first and
@@ -221,18 +231,20 @@ class Engine:
 
     def _finish(self, call: Call, result: dict[str, Any]) -> Success:
         if call.era is Era.MODERN:
-            return Success(self.dress_modern(call.method, result), Era.MODERN)
+            retry = "inputResponses" in call.params or "requestState" in call.params
+            return Success(self.dress_modern(call.method, result, cacheable=not retry), Era.MODERN)
         claims = Era.HANDSHAKE if call.method == "initialize" else None
         return Success(result, claims)
 
-    def dress_modern(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+    def dress_modern(self, method: str, result: dict[str, Any], *, cacheable: bool = True) -> dict[str, Any]:
         """A copy of `result` with what every 2026-07-28 result carries: resultType, serverInfo,
-        cache hints. (A copy, so a result an interceptor caches never leaks into another era.)"""
+        cache hints (not for `input_required`, nor for the result of a multi round-trip retry).
+        (A copy, so a result an interceptor caches never leaks into another era.)"""
         result = {**result}
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
         result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {META_SERVER_INFO: self.server_info}
-        if method in CACHEABLE_METHODS and result["resultType"] == "complete":
+        if cacheable and method in CACHEABLE_METHODS and result["resultType"] == "complete":
             result.setdefault("ttlMs", self.ttl_ms)
             result.setdefault("cacheScope", self.cache_scope)
         return result

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..catalog.catalog import paginate
 from ..catalog.context import Context
 from ..catalog.content import ResourceNotFound, ToolError
+from ..catalog.questions import InputRequired
 from ..catalog.service import Tool, completion_result, error_result, resource_not_found
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import (
@@ -25,6 +26,7 @@ from ..protocol.versions import (
     negotiate_handshake,
     version_at_least,
 )
+from . import mrtr
 from .interceptors import Call, Interceptor, ToolCall
 from .outcome import Later, Subscribed
 
@@ -166,7 +168,7 @@ def set_log_level(engine: "Engine", call: Call) -> dict[str, Any]:
 
 # -- the request context a function sees ----------------------------------------------------------
 
-def make_context(call: Call) -> Context:
+def make_context(engine: "Engine", call: Call) -> Context:
     meta = call.params.get("_meta")
     progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
     if call.era is Era.MODERN:
@@ -178,6 +180,7 @@ def make_context(call: Call) -> Context:
     else:
         wants_log = call.session.wants_log
         capabilities, client_info = call.session.client_capabilities, call.session.client_info
+    answers, state = mrtr.prepare(engine.request_states, call)
     return Context(
         request_id=call.request.id,
         era=call.era,
@@ -189,6 +192,10 @@ def make_context(call: Call) -> Context:
         cancel_event=call.exchange.cancel_event,
         wants_log=wants_log,
         on_cancel=getattr(call.exchange, "on_cancel", None),
+        ask_client=getattr(call.exchange, "ask", None) if call.era is Era.HANDSHAKE else None,
+        answers=answers,
+        state=state,
+        ask_timeout=engine.ask_timeout,
     )
 
 
@@ -249,11 +256,12 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
                 )
             return error_result(f"Tool '{name}' requires client capabilities the client did not declare: {', '.join(missing)}")
     gate = version_at_least(call.protocol_version, "2025-06-18")
-    context = make_context(call)
+    context = make_context(engine, call)
     start = getattr(tool, "start", None)
     if start is not None and not _wraps_tool_calls(engine):
         return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
-    return _gated(_chain(engine, tool)(ToolCall(name, arguments, context, call)), gate)
+    run = _chain(engine, tool)
+    return mrtr.answering(engine.request_states, call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
 
 
 def _gated(result: dict[str, Any], structured_allowed: bool) -> dict[str, Any]:
@@ -317,7 +325,10 @@ def _wrap(interceptor: Any, proceed: Callable[[ToolCall], dict[str, Any]]) -> Ca
 
 def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
     try:
-        return tool.to_result(tool.invoke(tool_call.arguments, tool_call.context))
+        value = tool.invoke(tool_call.arguments, tool_call.context)
+        if isinstance(value, InputRequired):
+            raise mrtr.returned(tool_call.context, value)
+        return tool.to_result(value)
     except McpError:
         raise
     except ToolError as exc:
@@ -343,8 +354,9 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
     prompt = engine.catalog.find_prompt(name)
     if prompt is None:
         raise invalid_params(f"Unknown prompt: {name}", {"name": name})
+    ctx = make_context(engine, call)
     try:
-        return prompt.get(arguments, make_context(call))
+        return mrtr.answering(engine.request_states, call, ctx, lambda: prompt.get(arguments, ctx))
     except McpError:
         raise
     except Exception as exc:
@@ -370,9 +382,11 @@ def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
     if found is None:
         raise resource_not_found(uri, modern=call.era is Era.MODERN)
     entry, variables = found
-    ctx = make_context(call)
+    ctx = make_context(engine, call)
     try:
-        contents = entry.read(uri, variables, ctx)
+        contents = mrtr.answering(engine.request_states, call, ctx, lambda: entry.read(uri, variables, ctx))
+        if isinstance(contents, dict):  # input_required
+            return contents
     except McpError:
         raise
     except (ResourceNotFound, FileNotFoundError):

@@ -1,0 +1,87 @@
+"""Multi round-trip requests: one synchronous function body, both eras.
+
+Strategy: a function asks through its `Context`. On a handshake-era connection the Context sends
+real requests and waits, so the body simply runs to its end. In 2026-07-28 the first question
+without an answer unwinds the body (`NeedAnswers`) and `answering` turns that into the
+`input_required` result: every question asked so far under its key, and a `requestState` sealed
+(`request_state`) with the answers taken so far and the function's own state. On the retry
+`prepare` opens that state, adds the retry's `inputResponses`, and the body runs again from the
+start; each question finds its answer under the same key, so it goes one step further each
+round. The client sends only the current round's answers; the earlier ones come back sealed.
+
+A function may also return `InputRequired(questions, state)` itself. In 2026-07-28 that is the
+same result; on a handshake-era connection the questions are asked at once and the body runs
+again with `ctx.state` set, up to `MAX_HANDSHAKE_ROUNDS` times.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from ..catalog.questions import InputRequired, NeedAnswers, input_request, missing_capability
+from ..protocol.jsonrpc import ErrorCode, McpError
+from ..protocol.versions import Era
+from .request_state import MRTR_METHODS, RequestStateSealer
+
+if TYPE_CHECKING:
+    from ..catalog.context import Context
+    from .interceptors import Call
+
+MAX_HANDSHAKE_ROUNDS = 8
+"""How often a function returning `InputRequired` runs again on one handshake-era request."""
+
+T = TypeVar("T")
+
+
+def prepare(sealer: RequestStateSealer, call: "Call") -> tuple[dict[str, Any], Any]:
+    """The answers and the function's state a 2026-07-28 retry brings: -32602 for a
+    `requestState` that fails to open (with `data.reason`) or `inputResponses` that is no object."""
+    if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
+        return {}, None
+    params = call.params
+    answers: dict[str, Any] = {}
+    state = None
+    if "requestState" in params:
+        sealed = sealer.open(params["requestState"], call.method, params)
+        answers.update(sealed.answers)
+        state = sealed.app_state
+    if "inputResponses" in params:
+        responses = params["inputResponses"]
+        if not isinstance(responses, dict):
+            raise McpError(ErrorCode.INVALID_PARAMS, f"{call.method}: params.inputResponses must be an object", {"reason": "invalid_input_responses"})
+        answers.update(responses)
+    return answers, state
+
+
+def answering(sealer: RequestStateSealer, call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
+    """Run `body` (which calls the function): its value, or the `input_required` result dict."""
+    rounds = 0
+    while True:
+        try:
+            return body()
+        except NeedAnswers as need:
+            if call.era is Era.MODERN:
+                return _input_required(sealer, call, ctx, need)
+            rounds += 1
+            if rounds >= MAX_HANDSHAKE_ROUNDS:
+                raise McpError(ErrorCode.INTERNAL_ERROR, f"{call.method} still asked for input after {rounds} rounds") from None
+            if need.questions:
+                ctx.ask(*need.questions)
+            ctx.next_round(need.state)
+
+
+def returned(ctx: "Context", value: InputRequired) -> NeedAnswers:
+    """What a tool's `InputRequired` return value unwinds with (its questions keyed in order)."""
+    return NeedAnswers([ctx.keyed(question) for question in value.questions], value.state)
+
+
+def _input_required(sealer: RequestStateSealer, call: "Call", ctx: "Context", need: NeedAnswers) -> dict[str, Any]:
+    for question in need.questions:
+        refusal = missing_capability(question, ctx.client_capabilities, ctx.protocol_version)
+        if refusal is not None:
+            raise refusal
+    result: dict[str, Any] = {"resultType": "input_required"}
+    if need.questions:
+        result["inputRequests"] = {question.key: input_request(question) for question in need.questions}
+    result["requestState"] = sealer.seal(call.method, call.params, ctx.used_answers, need.state)
+    return result
