@@ -35,13 +35,14 @@ import email.utils
 import io
 import logging
 import os
+import re
 import select
 import socket
 import sys
 import threading
 import time
 from typing import Any, Callable, Iterable
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_to_bytes, urlsplit
 
 log = logging.getLogger("mcpsync")
 
@@ -50,6 +51,10 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
 DRAIN_LIMIT = 64 * 1024
 """Unread request body the server still reads past to keep the connection; more and it closes."""
+LINGER = 2.0
+"""Seconds a closing connection keeps reading (and dropping) what the client still sends, so the
+client reads the answer instead of a reset (RFC 9112 §9.6)."""
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -98,6 +103,11 @@ class _FixedBody(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    @property
+    def continue_pending(self) -> bool:
+        """The client waits for `100 Continue` before it sends the body (never read, so never sent)."""
+        return self._send_continue is not None
 
     def read(self, size: int | None = -1) -> bytes:
         if self._send_continue is not None:
@@ -176,6 +186,7 @@ class WsgiServer:
         self._connections: dict[_Connection, threading.Thread] = {}
         self._count = 0
         self._stopping = False
+        self._closed = False
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
 
@@ -201,8 +212,9 @@ class WsgiServer:
             sock, address = self._listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             return
-        except OSError as exc:  # e.g. out of file descriptors: say so, and keep serving
+        except OSError as exc:  # e.g. out of file descriptors: say so, pause, and keep serving
             log.warning("HTTP accept failed: %s", exc)
+            select.select([self._wake_r], [], [], 0.5)
             return
         sock.settimeout(self._timeout)
         try:
@@ -220,7 +232,12 @@ class WsgiServer:
                 return
         if full:
             log.warning("HTTP: %d connections are open, the limit; refused one from %s", self._max_connections, address[0])
-        _close(sock, _plain_response(503, "too many connections"))
+        why = "too many connections" if full else "the server is stopping"
+        try:
+            sock.sendall(_plain_response(503, why, self._clock.header()))
+        except OSError:
+            pass
+        _linger_close(sock, 0.1)  # briefly: the acceptor has others to accept
 
     def _release(self, connection: "_Connection") -> None:
         with self._lock:
@@ -253,13 +270,14 @@ class WsgiServer:
         return clean
 
     def close(self) -> None:
-        """Release the listener and the wake-up pipe (after `serve()` has returned)."""
+        """Release the listener and the wake-up pipe (after `serve()` has returned); once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._listener.close()
         for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            os.close(fd)
 
 
 class _Connection:
@@ -286,7 +304,12 @@ class _Connection:
         except OSError:
             pass
 
+    def _set_busy(self, busy: bool) -> None:
+        with self._lock:
+            self._busy = busy
+
     def run(self) -> None:
+        linger = False
         try:
             while not self._server.stopping:
                 try:
@@ -294,23 +317,25 @@ class _Connection:
                 except _Gone:
                     return
                 except _Reject as reject:
-                    self._send_quietly(_plain_response(reject.status, str(reject)))
+                    self._send_quietly(_plain_response(reject.status, str(reject), self._server._clock.header()))
+                    linger = True
                     return
-                with self._lock:
-                    self._busy = True
                 try:
-                    if not self._respond(environ, keep_alive and not self._server.stopping):
+                    if not self._respond(environ, keep_alive):
+                        linger = True
                         return
                 finally:
-                    with self._lock:
-                        self._busy = False
+                    self._set_busy(False)
         except (OSError, _Gone):
             pass  # the client went away or timed out: nothing more to say to it
         except Exception:
             log.exception("HTTP connection failed")
         finally:
             self._reader.close()
-            self._sock.close()
+            if linger:
+                _linger_close(self._sock)
+            else:
+                self._sock.close()
             self._server._release(self)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -325,8 +350,13 @@ class _Connection:
 
     def _read_request(self) -> tuple[dict[str, Any], bool]:
         line = self._readline("request line")
+        self._set_busy(True)  # from its first byte, a request is let finish by stop()
+        total = len(line)
         while line in (b"\r\n", b"\n"):  # RFC 9112 §2.2: empty lines before a request are ignored
             line = self._readline("request line")
+            total += len(line)
+            if total > MAX_HEAD_BYTES:
+                raise _Reject(431, "the request head is too long")
         if not line:
             raise _Gone("closed")
         if not line.endswith(b"\n"):
@@ -342,17 +372,8 @@ class _Connection:
         environ = dict(self._environ)
         environ["REQUEST_METHOD"] = method
         environ["SERVER_PROTOCOL"] = version
-        if not target.startswith("/"):
-            if target == "*" or "://" not in target:
-                environ["PATH_INFO"], environ["QUERY_STRING"] = "" if target == "*" else target, ""
-            else:  # absolute-form (RFC 9112 §3.2.2): the path is what follows the authority
-                rest = target.split("://", 1)[1]
-                target = "/" + rest.split("/", 1)[1] if "/" in rest else "/"
-        if target.startswith("/"):
-            path, _, query = target.partition("?")
-            environ["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1") if "%" in path else path
-            environ["QUERY_STRING"] = query
-        total = len(line)
+        _set_target(environ, target)
+        hosts = 0
         count = 0
         while True:
             line = self._readline("request head")
@@ -369,14 +390,19 @@ class _Connection:
             name, colon, value = line.partition(b":")
             if not colon or not name or name != name.strip() or b" " in name or b"\t" in name:
                 raise _Reject(400, "malformed header field")
-            key = name.decode("latin-1").upper().replace("-", "_")
-            if "_" in name.decode("latin-1"):
+            text_name = name.decode("latin-1")
+            if "_" in text_name:
                 continue  # an underscore would pose as a dash in the environ: dropped, as gunicorn does
+            key = text_name.upper().replace("-", "_")
+            if key == "HOST":
+                hosts += 1
             text = value.strip(b" \t\r\n").decode("latin-1")
             if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
                 key = "HTTP_" + key
             previous = environ.get(key)
             environ[key] = text if previous is None else f"{previous}, {text}"
+        if version == "HTTP/1.1" and hosts != 1:  # RFC 9112 §3.2
+            raise _Reject(400, "an HTTP/1.1 request carries exactly one Host header")
         return environ, self._frame_body(environ, version)
 
     def _frame_body(self, environ: dict[str, Any], version: str) -> bool:
@@ -415,14 +441,10 @@ class _Connection:
         parts: list[bytes] = []
         total = 0
         while True:
-            size_line = self._readline("chunk size")
-            size_text = size_line.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise _Reject(400, "malformed chunk size") from None
-            if size < 0:
+            size_text = self._readline("chunk size").split(b";", 1)[0].strip()
+            if not _CHUNK_SIZE.fullmatch(size_text):  # no 0x, +, _: read as every proxy would
                 raise _Reject(400, "malformed chunk size")
+            size = int(size_text, 16)
             if size == 0:
                 break
             total += size
@@ -434,8 +456,11 @@ class _Connection:
             if not data.endswith(b"\r\n"):
                 raise _Reject(400, "malformed chunk")
             parts.append(data[:-2])
+        trailers = 0
         while self._readline("trailer") not in (b"\r\n", b"\n", b""):
-            pass  # trailers are dropped
+            trailers += 1  # trailers are dropped, but count against the head's limits
+            if trailers > MAX_HEADERS:
+                raise _Reject(431, "too many trailer fields")
         return b"".join(parts)
 
     def _send_continue(self) -> None:
@@ -444,20 +469,24 @@ class _Connection:
     # -- answering -------------------------------------------------------------------------------
     def _respond(self, environ: dict[str, Any], keep_alive: bool) -> bool:
         """Run the application and write its response; whether the connection stays open."""
-        response = _Response(self._sock, environ, keep_alive, self._server._clock)
+        body: _FixedBody | None = environ.get("mcpsync.body")
+        response = _Response(self._sock, environ, keep_alive, self._server, body)
         try:
             result = self._server._app(environ, response.start_response)
+        except _Gone:
+            return False
         except Exception:
             log.exception("the WSGI application failed on %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
-            self._send_quietly(_plain_response(500, "internal server error"))
+            self._send_quietly(_plain_response(500, "internal server error", self._server._clock.header()))
             return False
         try:
             response.write_all(result)
-        except Exception as exc:
-            if not isinstance(exc, OSError):
-                log.exception("the WSGI application failed while answering %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
-                if not response.started:
-                    self._send_quietly(_plain_response(500, "internal server error"))
+        except _Gone:
+            return False  # the client went away: the body is closed below, which the app notices
+        except Exception:
+            log.exception("the WSGI application failed while answering %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
+            if not response.started:
+                self._send_quietly(_plain_response(500, "internal server error", self._server._clock.header()))
             return False
         finally:
             close = getattr(result, "close", None)
@@ -466,12 +495,11 @@ class _Connection:
                     close()
                 except Exception:
                     log.exception("closing a WSGI response failed")
-        body = environ.get("mcpsync.body")
+        if not response.keep_alive:
+            return False
         if body is not None and body.remaining:
-            if body.remaining > DRAIN_LIMIT:
-                return False
-            body.read()
-        return response.keep_alive
+            body.read()  # small, and no 100 Continue is pending (else keep_alive is False)
+        return True
 
     def _send_quietly(self, data: bytes) -> None:
         try:
@@ -483,17 +511,20 @@ class _Connection:
 class _Response:
     """One response: the status and headers from `start_response`, then the body as framed."""
 
-    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, clock: _Clock) -> None:
+    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, server: WsgiServer, body: "_FixedBody | None") -> None:
         self._sock = sock
         self._head_only = environ["REQUEST_METHOD"] == "HEAD"
         self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"
+        self._what = f"{environ['REQUEST_METHOD']} {environ.get('PATH_INFO', '')}"
         self.keep_alive = keep_alive
-        self._clock = clock
+        self._server = server
+        self._body = body
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
         self.started = False
         self._chunked = False
         self._length: int | None = None
+        self._sent = 0
 
     def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
         if exc_info is not None:
@@ -510,7 +541,7 @@ class _Response:
 
     def _head(self) -> bytes:
         assert self._status is not None, "the application yielded before calling start_response"
-        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._clock.header()]
+        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._server._clock.header()]
         code = int(self._status[:3])
         for name, value in self._headers:
             lowered = name.lower()
@@ -521,7 +552,7 @@ class _Response:
                 if "close" in value.lower():
                     self.keep_alive = False
                 continue
-            elif lowered == "transfer-encoding":
+            if lowered == "transfer-encoding":
                 continue  # the framing is ours to choose
             lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
         if self._length is not None:
@@ -533,8 +564,15 @@ class _Response:
             lines.append(b"Transfer-Encoding: chunked\r\n")
         else:
             self.keep_alive = False  # the body ends when the connection does
+        body = self._body
+        if body is not None and body.remaining and (body.remaining > DRAIN_LIMIT or body.continue_pending):
+            self.keep_alive = False  # too much to read past, or the client still waits to send it
+        if self._server.stopping:
+            self.keep_alive = False
         if not self.keep_alive:
             lines.append(b"Connection: close\r\n")
+        elif not self._http11:
+            lines.append(b"Connection: keep-alive\r\n")
         lines.append(b"\r\n")
         self.started = True
         return b"".join(lines)
@@ -542,50 +580,91 @@ class _Response:
     def _frame(self, chunk: bytes) -> bytes:
         if self._head_only or not chunk:
             return b""
+        if self._length is not None:
+            room = self._length - self._sent
+            if len(chunk) > room:
+                log.error("the WSGI application sent more than its Content-Length (%d) for %s; the rest is dropped", self._length, self._what)
+                chunk = chunk[:room]
+            self._sent += len(chunk)
+            return chunk
         if self._chunked:
             return b"%x\r\n%b\r\n" % (len(chunk), chunk)
         return chunk
 
+    def _send(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            raise _Gone(str(exc)) from exc
+
     def _write_now(self, chunk: bytes) -> None:
         """The legacy `write()` callable of PEP 3333."""
-        data = self._frame(chunk)
-        if not self.started:
-            data = self._head() + self._frame(chunk)
+        data = self._head() + self._frame(chunk) if not self.started else self._frame(chunk)
         if data:
-            self._sock.sendall(data)
+            self._send(data)
 
     def write_all(self, result: Iterable[bytes]) -> None:
         if isinstance(result, list) and len(result) <= 1 and not self.started:  # the common case: one send
-            chunk = result[0] if result else b""
             head = self._head()
-            tail = b"0\r\n\r\n" if self._chunked and not self._head_only else b""
-            self._sock.sendall(head + self._frame(chunk) + tail)
+            data = self._frame(result[0]) if result else b""
+            self._send(head + data + self._ending())
             return
         for chunk in result:
             if not chunk:
                 continue
             if not self.started:
-                self._sock.sendall(self._head() + self._frame(chunk))
+                self._send(self._head() + self._frame(chunk))
             else:
-                self._sock.sendall(self._frame(chunk))
+                self._send(self._frame(chunk))
         if not self.started:
-            self._sock.sendall(self._head())
-        if self._chunked and not self._head_only:
-            self._sock.sendall(b"0\r\n\r\n")
+            self._send(self._head())
+        ending = self._ending()
+        if ending:
+            self._send(ending)
+
+    def _ending(self) -> bytes:
+        """The chunked terminator; and a body shorter than its Content-Length ends the connection."""
+        if self._length is not None and self._sent < self._length and not self._head_only:
+            log.error("the WSGI application sent %d of its Content-Length %d for %s; closing the connection", self._sent, self._length, self._what)
+            self.keep_alive = False
+        return b"0\r\n\r\n" if self._chunked and not self._head_only else b""
 
 
-def _plain_response(status: int, why: str) -> bytes:
+def _set_target(environ: dict[str, Any], target: str) -> None:
+    """PATH_INFO and QUERY_STRING from an origin-form, absolute-form or asterisk-form target."""
+    if target == "*":
+        environ["PATH_INFO"], environ["QUERY_STRING"] = "", ""
+        return
+    if not target.startswith("/"):
+        if "://" not in target:
+            environ["PATH_INFO"], environ["QUERY_STRING"] = target, ""
+            return
+        parts = urlsplit(target)  # absolute-form (RFC 9112 §3.2.2): the path is what follows the authority
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    path, _, query = target.partition("?")
+    environ["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1") if "%" in path else path
+    environ["QUERY_STRING"] = query
+
+
+def _plain_response(status: int, why: str, date: bytes) -> bytes:
     body = f"{status} {_REASONS.get(status, '')}: {why}\n".encode("utf-8", "replace")
-    return (
+    head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode("latin-1") + body
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+    ).encode("latin-1")
+    return head + date + b"\r\n" + body
 
 
-def _close(sock: socket.socket, farewell: bytes) -> None:
+def _linger_close(sock: socket.socket, budget: float = LINGER) -> None:
+    """Close after the answer without resetting it away: stop sending, then read and drop what
+    the client still sends, for up to `budget` seconds, before closing (RFC 9112 §9.6)."""
     try:
-        sock.settimeout(1.0)
-        sock.sendall(farewell)
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + budget
+        while (remaining := deadline - time.monotonic()) > 0:
+            sock.settimeout(remaining)
+            if not sock.recv(65536):
+                break
     except OSError:
         pass
     finally:
