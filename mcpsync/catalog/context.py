@@ -23,6 +23,7 @@ from .questions import (
     NeedAnswers,
     Question,
     checked_answer,
+    input_request,
     missing_capability,
     request_params,
 )
@@ -67,6 +68,7 @@ class Context:
         answers: dict[str, Any] | None = None,
         state: Any = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        seal: Callable[[dict[str, Any], Any], str] | None = None,
     ) -> None:
         self.request_id = request_id
         self.era = era
@@ -83,6 +85,7 @@ class Context:
         self._ask_client = ask_client
         self._answers: dict[str, Any] = dict(answers or {})
         self._ask_timeout = ask_timeout
+        self._seal = seal
         self._keys = KeyAssigner()
         self.used_answers: dict[str, Any] = {}
         """The answers this run of the function took, by key (2026-07-28: sealed into the next state)."""
@@ -207,6 +210,28 @@ class Context:
             answers.append(checked_answer(question, answer))
             self.used_answers[question.key] = answer
         return answers
+
+    def input_required(self, *questions: Question, state: Any = None) -> dict[str, Any]:
+        """2026-07-28: the `input_required` result asking `questions` (keyed, capabilities
+        checked), its `requestState` sealed with the answers taken so far and `state`. For code
+        that answers a request itself, such as a gateway relaying an upstream's question; a
+        function simply asks, or returns `InputRequired`."""
+        if self._seal is None:
+            raise McpsyncError("only a 2026-07-28 tools/call, prompts/get or resources/read can answer input_required")
+        keyed = [self.keyed(question) for question in questions]
+        for question in keyed:
+            refusal = missing_capability(question, self.client_capabilities, self.protocol_version)
+            if refusal is not None:
+                raise refusal
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if keyed:
+            result["inputRequests"] = {question.key: input_request(question) for question in keyed}
+        result["requestState"] = self._seal(self.used_answers, state)
+        return result
+
+    def answer_for(self, key: str) -> Any:
+        """The client's answer under `key` (this round's or a sealed earlier one), or None."""
+        return self._answers.get(key)
 
     def keyed(self, question: Question) -> Question:
         """The question with its key (the next in asking order when it has none)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ..catalog.questions import InputRequired, NeedAnswers, input_request, missing_capability
+from ..catalog.questions import InputRequired, NeedAnswers
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
 from .request_state import MRTR_METHODS, RequestStateSealer
@@ -53,7 +53,7 @@ def prepare(sealer: RequestStateSealer, call: "Call") -> tuple[dict[str, Any], A
     return answers, state
 
 
-def answering(sealer: RequestStateSealer, call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
+def answering(call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
     """Run `body` (which calls the function): its value, or the `input_required` result dict."""
     rounds = 0
     while True:
@@ -61,7 +61,7 @@ def answering(sealer: RequestStateSealer, call: "Call", ctx: "Context", body: Ca
             return body()
         except NeedAnswers as need:
             if call.era is Era.MODERN:
-                return _input_required(sealer, call, ctx, need)
+                return _input_required(call, ctx, need)
             rounds += 1
             if rounds >= MAX_HANDSHAKE_ROUNDS:
                 raise McpError(ErrorCode.INTERNAL_ERROR, f"{call.method} still asked for input after {rounds} rounds") from None
@@ -75,13 +75,12 @@ def returned(ctx: "Context", value: InputRequired) -> NeedAnswers:
     return NeedAnswers([ctx.keyed(question) for question in value.questions], value.state)
 
 
-def _input_required(sealer: RequestStateSealer, call: "Call", ctx: "Context", need: NeedAnswers) -> dict[str, Any]:
-    for question in need.questions:
-        refusal = missing_capability(question, ctx.client_capabilities, ctx.protocol_version)
-        if refusal is not None:
-            raise refusal
-    result: dict[str, Any] = {"resultType": "input_required"}
-    if need.questions:
-        result["inputRequests"] = {question.key: input_request(question) for question in need.questions}
-    result["requestState"] = sealer.seal(call.method, call.params, ctx.used_answers, need.state)
-    return result
+def _input_required(call: "Call", ctx: "Context", need: NeedAnswers) -> dict[str, Any]:
+    return ctx.input_required(*need.questions, state=need.state)
+
+
+def sealer_for(sealer: RequestStateSealer, call: "Call") -> Callable[[dict[str, Any], Any], str] | None:
+    """What seals this request's next `requestState` (None where input_required is not allowed)."""
+    if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
+        return None
+    return lambda answers, state: sealer.seal(call.method, call.params, answers, state)

@@ -196,6 +196,7 @@ def make_context(engine: "Engine", call: Call) -> Context:
         answers=answers,
         state=state,
         ask_timeout=engine.ask_timeout,
+        seal=mrtr.sealer_for(engine.request_states, call),
     )
 
 
@@ -261,7 +262,7 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
     if start is not None and not _wraps_tool_calls(engine):
         return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
     run = _chain(engine, tool)
-    return mrtr.answering(engine.request_states, call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
+    return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
 
 
 def _gated(result: dict[str, Any], structured_allowed: bool) -> dict[str, Any]:
@@ -356,7 +357,7 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
         raise invalid_params(f"Unknown prompt: {name}", {"name": name})
     ctx = make_context(engine, call)
     try:
-        return mrtr.answering(engine.request_states, call, ctx, lambda: prompt.get(arguments, ctx))
+        return mrtr.answering(call, ctx, lambda: prompt.get(arguments, ctx))
     except McpError:
         raise
     except Exception as exc:
@@ -384,7 +385,7 @@ def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
     entry, variables = found
     ctx = make_context(engine, call)
     try:
-        contents = mrtr.answering(engine.request_states, call, ctx, lambda: entry.read(uri, variables, ctx))
+        contents = mrtr.answering(call, ctx, lambda: entry.read(uri, variables, ctx))
         if isinstance(contents, dict):  # input_required
             return contents
     except McpError:
