@@ -10,19 +10,122 @@ cryptographically random URL-safe token (visible ASCII, as the spec requires).
 Expiry is lazy: every lookup sweeps, at most once a second, the sessions idle longer than
 `idle_timeout` (no request for that long, none in flight, no GET stream open). The table holds at
 most `max_sessions`; `create()` sweeps first and answers None when it is still full.
+
+Each session also keeps its server-to-client requests awaiting an answer (`PendingAsks`): an
+elicitation, sampling or roots request goes out on the asking request's own stream, and the client
+answers with a POST of its own that names the session, so the answer is matched here by id. When
+a session ends (DELETE, expiry, shutdown) its pending asks fail and later ones are refused.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import secrets
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..engine.session import Session
+from ..errors import McpsyncError
+from ..protocol.jsonrpc import ErrorCode, McpError, Response
 from ._http_stream import Channel, Exchange
 
+log = logging.getLogger("mcpsync")
+
 SWEEP_INTERVAL = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    method: str
+    future: concurrent.futures.Future[dict[str, Any]]
+    exchange: Exchange
+
+
+class PendingAsks:
+    """The server-to-client requests of one session that await the client's answer.
+
+    Ids are `"mcpsync-N"`, counted per session: strings a client's own ids cannot be mistaken for
+    (a client never sees another session's). Futures are settled outside the lock, since settling
+    runs their callbacks on the settling thread. Nothing here waits: the asker waits on its future,
+    with its own deadline.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Ask] = {}
+        self._count = 0
+        self._ended: str | None = None  # why later asks are refused
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def open(self, exchange: Exchange, method: str) -> tuple[str, concurrent.futures.Future[dict[str, Any]]]:
+        """A fresh id and its future, registered before anything is sent (an answer may come at
+        once). Raises McpsyncError once the session has ended."""
+        with self._lock:
+            if self._ended is not None:
+                raise McpsyncError(f"cannot send {method} to the client: {self._ended}")
+            self._count += 1
+            ask_id = f"mcpsync-{self._count}"
+            future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+            self._pending[ask_id] = _Ask(method, future, exchange)
+        return ask_id, future
+
+    def forget(self, ask_id: str) -> bool:
+        """Stop waiting for `ask_id` (its answer, if it comes, is ignored); True if it was pending."""
+        with self._lock:
+            return self._pending.pop(ask_id, None) is not None
+
+    def answer(self, response: Response) -> bool:
+        """The client's answer, to the ask with its id; False when no ask awaits that id."""
+        with self._lock:
+            ask = self._pending.pop(response.id, None) if type(response.id) is str else None
+        if ask is None:
+            return False
+        if response.error is not None:
+            code, message = response.error.get("code"), response.error.get("message")
+            if type(code) is not int or type(message) is not str:
+                code, message = ErrorCode.INTERNAL_ERROR, f"the client answered {ask.method} with a malformed error"
+            _settle(ask.future, error=McpError(code, message, response.error.get("data")))
+        elif type(response.result) is not dict:
+            _settle(ask.future, error=McpsyncError(f"the client answered {ask.method} without a result object"))
+        else:
+            _settle(ask.future, result=response.result)
+        return True
+
+    def abandon(self, exchange: Exchange, reason: str) -> list[str]:
+        """Fail the asks of one request (it was answered or cancelled); their ids, so the client
+        can be told it need not answer them."""
+        with self._lock:
+            ids = [ask_id for ask_id, ask in self._pending.items() if ask.exchange is exchange]
+            asks = [self._pending.pop(ask_id) for ask_id in ids]
+        for ask in asks:
+            _settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
+        return ids
+
+    def end(self, reason: str) -> None:
+        """The session ended: fail every pending ask and refuse later ones."""
+        with self._lock:
+            if self._ended is None:
+                self._ended = reason
+            asks = list(self._pending.values())
+            self._pending.clear()
+        for ask in asks:
+            _settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
+
+
+def _settle(future: concurrent.futures.Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
+    """Resolve or fail a future unless its waiter already gave up on it (cancelled it)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        log.debug("an answer came for a request the server no longer waits for")
 
 
 class HttpSession:
@@ -32,6 +135,7 @@ class HttpSession:
         self.id = session_id
         self.session = Session()
         self.events = Channel(capacity)  # unsolicited notifications for the GET stream
+        self.asks = PendingAsks()  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
         self.streaming = False  # a GET stream is open (guarded by the transport's lock)
         self.last_seen = now
@@ -89,7 +193,7 @@ class SessionTable:
         with self._lock:
             session = self._sessions.pop(session_id, None)
             ending = _ending([session] if session is not None else [])
-        _end(ending)
+        _end(ending, "the session was ended")
         return session
 
     def drain(self) -> list[HttpSession]:
@@ -98,7 +202,7 @@ class SessionTable:
             sessions = list(self._sessions.values())
             self._sessions.clear()
             ending = _ending(sessions)
-        _end(ending)
+        _end(ending, "the server is shutting down")
         return sessions
 
     def snapshot(self) -> list[HttpSession]:
@@ -137,7 +241,8 @@ class SessionTable:
         expired = [s for s in self._sessions.values() if (since := s.idle_since()) is not None and now - since > self._idle_timeout]
         for session in expired:
             del self._sessions[session.id]
-            session.events.close()  # idle: nothing in flight to cancel
+            session.events.close()  # idle: nothing in flight to cancel (so no ask awaits an answer)
+            session.asks.end("the session expired")
 
 
 def _ending(sessions: list[HttpSession]) -> list[tuple[HttpSession, list[Exchange]]]:
@@ -145,8 +250,9 @@ def _ending(sessions: list[HttpSession]) -> list[tuple[HttpSession, list[Exchang
     return [(session, list(session.inflight.values())) for session in sessions]
 
 
-def _end(ending: list[tuple[HttpSession, list[Exchange]]]) -> None:
+def _end(ending: list[tuple[HttpSession, list[Exchange]]], reason: str) -> None:
     for session, exchanges in ending:
         session.events.close()
-        for exchange in exchanges:
-            exchange.cancel()
+        for exchange in exchanges:  # each fails its own asks, telling its client on its stream
+            exchange.cancel(reason)
+        session.asks.end(reason)  # and any left (a request just beginning) fail; later ones are refused

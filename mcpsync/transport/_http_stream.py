@@ -13,6 +13,12 @@ The WSGI thread never blocks longer than the keep-alive interval: with nothing t
 an SSE comment, and a client that went away makes that write fail, the server closes the body, and
 `close()` cancels the request (2026-07-28: closing the stream is the cancellation) and releases
 the stream. Nothing here blocks without a deadline.
+
+A handshake-era request may also ask the client something (`Exchange.ask`: elicitation, sampling,
+roots): the JSON-RPC request goes into the same channel, so it reaches the client on this
+request's stream, and the answer comes back through the session's `PendingAsks`. Ending the
+request (answered or cancelled) fails the asks still pending and tells the client, on the stream
+while it is open, that they need no answer.
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ._cancellation import Cancellable
 from ..protocol.jsonrpc import Request
+
+if TYPE_CHECKING:
+    from ._http_sessions import PendingAsks
 
 log = logging.getLogger("mcpsync")
 
@@ -123,15 +133,19 @@ class Channel:
 
 
 class Exchange(Cancellable):
-    """One request in flight over HTTP, as the engine sees it (`notify`, `cancel_event`,
-    `on_cancel`) and as the transport finishes it (`answer`, `subscribe`, `drop`)."""
+    """One request in flight over HTTP, as the engine sees it (`notify`, `ask`, `cancel_event`,
+    `on_cancel`) and as the transport finishes it (`answer`, `subscribe`, `cancel`).
 
-    def __init__(self, request: Request, *, streams: bool, capacity: int) -> None:
+    `asks` is the session's table of server-to-client requests; None where the request may not
+    send any (2026-07-28, `initialize`)."""
+
+    def __init__(self, request: Request, *, streams: bool, capacity: int, asks: PendingAsks | None = None) -> None:
         super().__init__()
         self.request = request
         self.channel = Channel(capacity)
         self.streams = streams  # request-scoped notifications may go out (as SSE)
         self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._asks = asks if streams else None
         self._done = False
 
     @property
@@ -147,6 +161,69 @@ class Exchange(Cancellable):
         if not self._done and not self.channel.put(frame, wait=NOTIFY_WAIT):
             log.debug("dropped %s for request %r: its stream is closed or full", method, self.request.id)
 
+    def ask(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
+        """Send the client a request on this request's stream (elicitation/create,
+        sampling/createMessage, roots/list) and return a future for its answer.
+
+        The future resolves with the client's `result`; it fails with `McpError` when the client
+        answered an error, and with `McpsyncError` when the request ends (answered, cancelled, the
+        client went away) or the session ends first. Cancelling it forgets the id and sends the
+        client `notifications/cancelled` on the stream if it is still open. The caller waits on
+        the future with its own deadline.
+
+        Raises:
+            McpsyncError: at once, with nothing written, when this request may not send requests
+                (2026-07-28, `initialize`), is already answered or cancelled, its stream is closed,
+                or its session has ended.
+            jsonrpc.EncodeError: `params` is not JSON (nothing written).
+        """
+        asks = self._asks
+        if asks is None:
+            raise McpsyncError(
+                f"cannot send {method} to the client: a {self.request.method} request over HTTP sends no "
+                "requests (a 2026-07-28 request returns input_required instead; initialize never asks)"
+            )
+        # Under the lock that answer() and cancel() take to end the request: an ask is registered
+        # and written wholly before the request ends (which then fails it) or not at all. The
+        # frame goes past the channel's bound, without waiting: an asker waits for each answer,
+        # so asks are few, and what a client must answer is never dropped.
+        with self._lock:
+            if self._done:
+                raise McpsyncError(f"cannot send {method} to the client: the request is already answered")
+            if self.cancel_event.is_set():
+                raise McpsyncError(f"cannot send {method} to the client: the request was cancelled")
+            ask_id, future = asks.open(self, method)
+            try:
+                frame = jsonrpc.encode({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params})
+            except jsonrpc.EncodeError:
+                asks.forget(ask_id)
+                raise
+            if not self.channel.put(frame, force=True):
+                asks.forget(ask_id)
+                raise McpsyncError(f"cannot send {method} to the client: the request's stream is closed")
+        future.add_done_callback(lambda settled: self._ask_settled(asks, ask_id, settled))
+        return future
+
+    def _ask_settled(self, asks: PendingAsks, ask_id: str, future: concurrent.futures.Future[dict[str, Any]]) -> None:
+        """The asker gave up (cancelled the future): forget the id and tell the client."""
+        if future.cancelled() and asks.forget(ask_id):
+            self._tell_cancelled([ask_id], "the server no longer waits for the answer")
+
+    def _tell_cancelled(self, ask_ids: list[str], reason: str) -> None:
+        """Onto the stream while it is open, past its capacity: at most one per ask, and the
+        thread cancelling (a WSGI thread, an asker) must not wait for room."""
+        for ask_id in ask_ids:
+            frame = jsonrpc.encode(jsonrpc.notification_frame("notifications/cancelled", {"requestId": ask_id, "reason": reason}))
+            if not self.channel.put(frame, force=True):
+                log.debug("could not cancel %s: the stream of request %r is closed", ask_id, self.request.id)
+
+    def _abandon_asks(self, reason: str) -> None:
+        """The request ended: its pending asks fail, and the client hears they need no answer."""
+        if self._asks is not None:
+            ids = self._asks.abandon(self, reason)
+            if ids:
+                self._tell_cancelled(ids, reason)
+
     # -- the transport's side ------------------------------------------------------------------
     def _end(self) -> bool:
         with self._lock:
@@ -159,6 +236,7 @@ class Exchange(Cancellable):
         """Send the response (if the stream is still there) and end the request; once only."""
         if not self._end():
             return False
+        self._abandon_asks("the request ended before the client answered")
         self.channel.finish(final)
         self._set_answered()
         return True
@@ -170,6 +248,11 @@ class Exchange(Cancellable):
         self.channel.put(ack, force=True)
         self._set_answered()
         return True
+
+    def cancel(self, reason: str = "the request was cancelled") -> None:
+        """Cancel the request (see `Cancellable.cancel`) and fail the asks it still waits on."""
+        super().cancel()
+        self._abandon_asks(reason)
 
     def _set_answered(self) -> None:
         try:

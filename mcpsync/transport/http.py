@@ -25,6 +25,18 @@ overtakes its ack), keep-alive comments, and the `complete` result on shutdown. 
 (400 without, 404 for an unknown or expired one); GET opens the session's stream of untagged list
 changes and resource updates; DELETE ends the session (`_http_sessions`).
 
+Server-to-client requests (handshake era): a tool that elicits, samples or asks for the roots
+calls its exchange's `ask`, which writes the JSON-RPC request (id `mcpsync-N`, unique in the
+session) into the request's own channel, so the response becomes an event stream (such tools run
+on a worker, never inline, so this WSGI thread is free to stream it) and the request is an SSE
+`message` event. The client answers with a POST of its own carrying the JSON-RPC response and the
+session's `Mcp-Session-Id`: it is matched by id to the waiting ask (`_http_sessions.PendingAsks`)
+and answered 202, as is an answer nobody awaits (ignored). Asks still pending fail when their
+request ends (answered, timed out, cancelled, its stream closed by a client that went away) or
+their session ends (DELETE, expiry, shutdown); an asker that gives up cancels its future, and the
+client is sent `notifications/cancelled` while the stream is open. A 2026-07-28 request and
+`initialize` never write a request: `ask` raises (2026-07-28 tools return `input_required`).
+
 Limits: the body (413), each request's run time (a -32603 answer and the request cancelled),
 the streams that stay open (listens and GET streams; past it a listen is refused with -32603 and
 a GET with 503), the subscriptions, the sessions (503 for one more `initialize`), each channel.
@@ -220,8 +232,10 @@ class WsgiTransport:
         if isinstance(message, Response):
             if era is Era.MODERN:
                 raise _Refused(400, "Invalid Request: a 2026-07-28 POST carries one request or notification")
-            self._session_of(environ)
-            return _plain(start_response, 202)  # this server sends no requests, so expects no answers
+            owner = self._session_of(environ)
+            if not owner.asks.answer(message):  # to the request that asked, wherever it waits
+                log.debug("session %s: ignored a response to %r, which no request awaits", owner.id[:8], message.id)
+            return _plain(start_response, 202)
         if isinstance(message, Notification):
             return self._notification(environ, start_response, message, era, version)
         if era is Era.MODERN:
@@ -238,7 +252,7 @@ class WsgiTransport:
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
             return self._run(start_response, exchange, created.session, Era.HANDSHAKE, None, created=created)
         owner = self._session_of(environ, message.id)
-        exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
+        exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             return _json(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
@@ -473,7 +487,7 @@ class WsgiTransport:
         (or the server stopped), which cancels the request; a listen is unsubscribed."""
         exchange.channel.close()
         if not completed:
-            exchange.cancel()
+            exchange.cancel("the client closed the stream")
         with self._lock:
             if self._listens.pop(exchange, None) is not None:
                 self._streams -= 1
