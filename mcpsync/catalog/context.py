@@ -40,6 +40,16 @@ class AskCancelled(McpsyncError):
     """The request was cancelled (or its connection closed) while waiting for the client's answer."""
 
 
+class ClientRefused(McpError):
+    """The client answered a question with an error (its code, message and data). A tool that
+    does not catch it returns an error result naming the question, rather than passing the
+    client's code off as its own answer to the call."""
+
+    def __init__(self, method: str, error: McpError) -> None:
+        super().__init__(error.code, error.message, error.data)
+        self.method = method
+
+
 class Context:
     """The request a function is serving: progress, logging and cancellation, in either era.
 
@@ -200,6 +210,10 @@ class Context:
             if refusal is not None:
                 raise refusal
         if missing and self.era is Era.MODERN:
+            for question in keyed:  # the given answers travel on in the sealed state
+                if question.key in self._answers:
+                    checked_answer(question, self._answers[question.key])
+                    self.used_answers[question.key] = self._answers[question.key]
             self._unanswered.extend(missing)
             raise NeedAnswers(self._unanswered)
         if missing:
@@ -269,6 +283,8 @@ class Context:
                     raise McpError(ErrorCode.INTERNAL_ERROR, f"the client did not answer {question.method} within {limit:g} s") from None
                 except concurrent.futures.CancelledError:
                     raise AskCancelled(f"the request was cancelled while waiting for {question.method}") from None
+                except McpError as exc:
+                    raise ClientRefused(question.method, exc) from None
         finally:
             for future in futures:
                 future.cancel()  # no-op for the answered ones; the rest are forgotten and cancelled

@@ -8,9 +8,9 @@ client's `inputResponses`. A question left without a key gets one from the order
 (`elicitation-1`, `sampling-1`, `roots-1`, ...), which is the same on every run of the handler, so
 the retry of a 2026-07-28 request finds its answers again.
 
-Everything here is pure: which capability a question needs (`missing_capability`), how its params
-look in a given protocol version (`wire_params`), and whether an answer has the shape its method
-promises (`checked_answer`).
+Everything here is pure: which capability a question needs (`missing_capability`), its params as
+a handshake-era request (`request_params`) or a 2026-07-28 input request (`input_request`), and
+whether an answer has the shape its method promises (`checked_answer`).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class NeedAnswers(BaseException):
 
 @dataclass(frozen=True, slots=True)
 class InputRequired:
-    """Return this from a tool, prompt or resource function to end this round without a result:
+    """Return this from a tool function to end this round without a result:
     the client is asked `questions` (maybe none) and retries, and on the retry `ctx.state` is
     `state` (any JSON value; sealed, so the client cannot change it, but it can read it).
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..catalog.catalog import paginate
-from ..catalog.context import Context
+from ..catalog.context import AskCancelled, ClientRefused, Context
 from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.questions import InputRequired
 from ..catalog.service import Tool, completion_result, error_result, resource_not_found
@@ -330,13 +330,27 @@ def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
         if isinstance(value, InputRequired):
             raise mrtr.returned(tool_call.context, value)
         return tool.to_result(value)
-    except McpError:
+    except ClientRefused as exc:
+        return error_result(f"Tool '{tool.name}': the client refused {exc.method}: {exc.message}")
+    except McpError as exc:
+        if exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY and tool_call.call.era is Era.HANDSHAKE:
+            return error_result(exc.message)  # as for Tool(requires=...): -32021 is a 2026-07-28 code
         raise
+    except AskCancelled as exc:  # the request is over: nothing will be sent, nothing to log
+        return error_result(str(exc))
     except ToolError as exc:
         return error_result(str(exc) or f"Tool '{tool.name}' failed")
     except Exception as exc:
         log.exception("tool %r raised", tool.name)
         return error_result(f"Error executing tool '{tool.name}': {type(exc).__name__}: {exc}")
+
+
+def _asking_failed(what: str, exc: Exception) -> McpError:
+    """A prompt or resource whose question to the client failed: an error of its own (not the
+    client's code passed off as the request's), and nothing logged (nobody did anything wrong)."""
+    if isinstance(exc, ClientRefused):
+        return McpError(ErrorCode.INTERNAL_ERROR, f"{what}: the client refused {exc.method}: {exc.message}")
+    return McpError(ErrorCode.INTERNAL_ERROR, f"{what}: {exc}")
 
 
 # -- prompts --------------------------------------------------------------------------------------
@@ -358,6 +372,8 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
     ctx = make_context(engine, call)
     try:
         return mrtr.answering(call, ctx, lambda: prompt.get(arguments, ctx))
+    except (ClientRefused, AskCancelled) as exc:
+        raise _asking_failed(f"Prompt '{name}'", exc) from None
     except McpError:
         raise
     except Exception as exc:
@@ -388,6 +404,8 @@ def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
         contents = mrtr.answering(call, ctx, lambda: entry.read(uri, variables, ctx))
         if isinstance(contents, dict):  # input_required
             return contents
+    except (ClientRefused, AskCancelled) as exc:
+        raise _asking_failed(f"Reading resource {uri!r}", exc) from None
     except McpError:
         raise
     except (ResourceNotFound, FileNotFoundError):
