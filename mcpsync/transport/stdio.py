@@ -2,7 +2,8 @@
 
 Strategy (ARCHITECTURE.md's threading contract):
 1. Only the reader reads the wire. It decodes each frame once, answers broken frames, handles
-   `notifications/cancelled` inline, and submits every request to the executor.
+   `notifications/cancelled` and responses (to the server's own requests) inline, and submits
+   every request to the executor.
 2. While the era is unlocked, the reader waits for `initialize` and other era-distinctive requests to
    finish before it reads the next frame, so no pipelined frame can race the era lock.
 3. Every write happens under the output lock, after serializing outside it. A request's completion
@@ -15,26 +16,39 @@ Strategy (ARCHITECTURE.md's threading contract):
 
 The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninterruptible read, so
 `shutdown()` can always reach it.
+
+Server-to-client requests (handshake era only): a tool's `ctx.elicit`/`sample`/`roots` reach
+`_Exchange.ask`, which gives the request a fresh `"mcpsync-N"` id, registers it and writes it in one
+critical section of the output lock, and returns a future. The reader routes each response to its
+future as soon as it decodes it (like a cancel, never queued behind other frames), so a tool waiting
+for an answer cannot stall the reader. A waiter that gives up cancels the future: the id is
+forgotten and the client gets `notifications/cancelled`. Asks still open when their request is
+answered are failed (and cancelled on the wire); every open ask fails at end of input or shutdown.
+Nothing is ever written for an ask unless the connection completed `initialize` (a 2026-07-28
+connection never sees a request from the server).
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import logging
 import os
 import select
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
+from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
-from ..protocol.versions import META_SUBSCRIPTION_ID, Era
+from ..protocol.versions import META_SUBSCRIPTION_ID, Era, claims_modern
 from ._frames import TOO_LARGE, FrameSplitter
 from ._output import Output
 from ._cancellation import Cancellable
@@ -50,20 +64,23 @@ _MAX_PENDING = 1024
 
 
 class _Exchange(Cancellable):
-    """One in-flight request: its cancellation and its request-scoped notifications."""
+    """One in-flight request: its cancellation, its request-scoped notifications and the requests
+    it sends the client (`ask`)."""
 
-    __slots__ = ("request_id", "method", "cancelled_by_client", "done", "future", "_answered", "_over", "_output")
+    __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_asks")
 
-    def __init__(self, request_id: Any, method: str, output: Output) -> None:
+    def __init__(self, request: Request, output: Output, asks: "_Asks") -> None:
         super().__init__()
-        self.request_id = request_id
-        self.method = method
+        self.request_id = request.id
+        self.method = request.method
+        self.modern = claims_modern(request.params)
         self.cancelled_by_client = False
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
         self._answered: concurrent.futures.Future[None] | None = None  # made when someone waits
         self._over = False  # set by finish(), after the response and the era commit
         self._output = output
+        self._asks = asks
 
     @property
     def answered(self) -> "concurrent.futures.Future[None]":
@@ -78,11 +95,12 @@ class _Exchange(Cancellable):
             return self._answered
 
     def finish(self) -> None:
-        """Mark the request over (after its response, or instead of one)."""
+        """Mark the request over (after its response, or instead of one); its open asks fail."""
         with self._lock:
             self.done = True
             self._over = True
             answered = self._answered
+        self._asks.abandon(self)
         if answered is not None and not answered.done():
             answered.set_result(None)
 
@@ -91,6 +109,145 @@ class _Exchange(Cancellable):
         with self._output.lock:
             if not (self.done or self.cancelled_by_client):
                 self._output.write_locked(frame)
+
+    def ask(self, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+        """Send the client a request on behalf of this one (`elicitation/create`,
+        `sampling/createMessage`, `roots/list`) and return a future for its answer.
+
+        Returns:
+            A future resolved with the response's `result` object, or failed with `McpError` (the
+            client answered an error, or a result that is not an object) or `McpsyncError` (the
+            request was answered first, or the connection closed). Cancel it to give up: the
+            client is then told with `notifications/cancelled`.
+
+        Raises:
+            McpsyncError: at once, with nothing written, on a connection that has not completed
+                `initialize` (so always in 2026-07-28), for a request already answered or
+                cancelled, while the server is closing, or when `params` cannot be encoded.
+        """
+        return self._asks.ask(self, method, params)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """A request this server sent, waiting for the client's answer."""
+
+    exchange: _Exchange
+    method: str
+    future: "concurrent.futures.Future[dict[str, Any]]"
+
+
+class _Asks:
+    """One connection's server-to-client requests still waiting for an answer.
+
+    The table is guarded by the output lock, so registering a request and writing it are one
+    critical section (its answer cannot arrive first) and refusals are decided against the same
+    state every writer sees. Futures are resolved outside the lock: their callbacks may write.
+    """
+
+    def __init__(self, output: Output, session: Session) -> None:
+        self._output = output
+        self._session = session
+        self._pending: dict[str, _Ask] = {}
+        self._ids = itertools.count(1)  # next() on a count is atomic in CPython (threading.py relies on it)
+        self._closed: str | None = None  # why nothing more can be answered, once closing began
+
+    def ask(self, exchange: _Exchange, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+        with self._output.lock:
+            self._refuse_locked(exchange, method)
+        request_id = f"mcpsync-{next(self._ids)}"
+        try:
+            frame = jsonrpc.encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        except jsonrpc.EncodeError as exc:
+            raise McpsyncError(f"cannot send {method}: its params are not JSON ({exc})") from exc
+        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        future.add_done_callback(lambda done: self._given_up(request_id, done))
+        with self._output.lock:
+            self._refuse_locked(exchange, method)  # again: the state may have moved while encoding
+            self._pending[request_id] = _Ask(exchange, method, future)
+            if not self._output.write_locked(frame):
+                del self._pending[request_id]
+                raise McpsyncError(f"cannot send {method}: the connection is closed")
+        return future
+
+    def _refuse_locked(self, exchange: _Exchange, method: str) -> None:
+        if exchange.modern or self._session.era is not Era.HANDSHAKE:
+            raise McpsyncError(
+                f"cannot send {method}: server-to-client requests need a connection that completed "
+                "initialize (a 2026-07-28 server never sends requests; it answers input_required)"
+            )
+        if self._closed is not None or not self._output.usable:
+            raise McpsyncError(f"cannot send {method}: {self._closed or 'the connection is closed'}")
+        if exchange.done or exchange.cancelled_by_client or exchange.cancel_event.is_set():
+            raise McpsyncError(f"cannot send {method}: the request it belongs to is over or cancelled")
+
+    def route(self, response: Response) -> None:
+        """On the reader thread: hand a response to the ask it answers (or ignore it)."""
+        with self._output.lock:
+            waiting = self._pending.pop(response.id, None) if type(response.id) is str else None
+        if waiting is None:
+            log.debug("ignoring a response to id %r: no request of this server is waiting for it", response.id)
+            return
+        if response.error is not None:
+            error = response.error
+            code, message = error.get("code"), error.get("message")
+            _settle(waiting.future, error=McpError(
+                code if type(code) is int else ErrorCode.INTERNAL_ERROR,
+                message if type(message) is str else f"the client answered {waiting.method} with an error",
+                error.get("data"),
+            ))
+        elif type(response.result) is dict:
+            _settle(waiting.future, result=response.result)
+        else:
+            _settle(waiting.future, error=McpError(
+                ErrorCode.INTERNAL_ERROR, f"the client answered {waiting.method} with a result that is not an object"
+            ))
+
+    def _given_up(self, request_id: str, future: "concurrent.futures.Future[dict[str, Any]]") -> None:
+        """A done callback: when the waiter cancelled the future, forget the id and tell the client."""
+        if not future.cancelled():
+            return
+        frame = _cancelled_frame(request_id, "the server stopped waiting for the answer")
+        with self._output.lock:
+            if self._pending.pop(request_id, None) is not None:
+                self._output.write_locked(frame)
+
+    def abandon(self, exchange: _Exchange) -> None:
+        """The request is over: fail its asks still open and tell the client not to bother."""
+        if not self._pending:  # no lock needed: an over request can register no more asks
+            return
+        with self._output.lock:
+            ids = [request_id for request_id, waiting in self._pending.items() if waiting.exchange is exchange]
+            if not ids:
+                return
+            left = [self._pending.pop(request_id) for request_id in ids]
+            for request_id in ids:
+                self._output.write_locked(_cancelled_frame(request_id, "the request it was asked for is over"))
+        for waiting in left:
+            _settle(waiting.future, error=McpsyncError(f"{waiting.method} abandoned: the request it belongs to was answered"))
+
+    def close(self, reason: str) -> None:
+        """When closing begins: refuse new asks and fail every open one (no answer can come)."""
+        with self._output.lock:
+            self._closed = reason
+            left, self._pending = list(self._pending.values()), {}
+        for waiting in left:
+            _settle(waiting.future, error=McpsyncError(f"{waiting.method} abandoned: {reason}"))
+
+
+def _cancelled_frame(request_id: str, reason: str) -> bytes:
+    return jsonrpc.encode(jsonrpc.notification_frame("notifications/cancelled", {"requestId": request_id, "reason": reason}))
+
+
+def _settle(future: "concurrent.futures.Future[dict[str, Any]]", *, result: Any = None, error: BaseException | None = None) -> None:
+    """Resolve a future unless its waiter already cancelled it."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except concurrent.futures.InvalidStateError:
+        pass
 
 
 class StdioServer:
@@ -121,6 +278,7 @@ class StdioServer:
         self._shutdown_timeout = shutdown_timeout
         self._inflight: dict[Any, _Exchange] = {}
         self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
+        self._asks = _Asks(self._output, self._session)  # the server's own requests, awaiting answers
         self._closing = False  # set under the output lock when shutdown begins
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._wake_r, self._wake_w = os.pipe()  # shutdown requests (and signals) wake the reader
@@ -267,13 +425,15 @@ class StdioServer:
         return bool(data)
 
     def _take(self, frame: object) -> None:
-        """Decode one frame; cancellations act now, everything else queues in arrival order."""
+        """Decode one frame; cancellations and responses act now, everything else queues in arrival order."""
         if frame is TOO_LARGE:
             self._pending.append(Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: frame too large")))
             return
         message = jsonrpc.decode(frame)  # type: ignore[arg-type]
         if isinstance(message, Notification) and message.method == "notifications/cancelled":
             self._cancel(message.params.get("requestId"))
+        elif isinstance(message, Response):  # a tool may be waiting for it: never queue it
+            self._asks.route(message)
         else:
             self._pending.append(message)
 
@@ -283,8 +443,6 @@ class StdioServer:
         elif isinstance(message, Invalid):
             if message.answer:
                 self._send(jsonrpc.error_frame(message.answer_id, message.error))
-        elif isinstance(message, Response):
-            log.debug("ignoring a response to id %r: this server sent no request", message.id)
         # other notifications (initialized, roots/list_changed, ...) need nothing from this server
 
     def _accept_request(self, request: Request) -> None:
@@ -292,7 +450,7 @@ class StdioServer:
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             self._send(jsonrpc.error_frame(request.id, error))
             return
-        exchange = _Exchange(request.id, request.method, self._output)
+        exchange = _Exchange(request, self._output, self._asks)
         self._inflight[request.id] = exchange
         assert self._executor is not None
         try:
@@ -478,6 +636,7 @@ class StdioServer:
             for subscription in self._subscriptions.drain():
                 if graceful:  # end of input drops them silently
                     self._output.write_locked(self._listen_complete_frame(subscription.id))
+        self._asks.close("the server is shutting down" if graceful else "the connection closed")
         still_running = self._finish_requests(graceful)
         if still_running:
             self._clean = False
