@@ -13,7 +13,9 @@ __version__ = "0.1.0"
 from .catalog.content import Audio as Audio  # noqa: E402
 from .errors import CallTimeout as CallTimeout  # noqa: E402
 from .errors import ConnectionLost as ConnectionLost  # noqa: E402
+from .errors import InputRoundsExceeded as InputRoundsExceeded  # noqa: E402
 from .errors import McpsyncError as McpsyncError  # noqa: E402
+from .errors import MissingCallback as MissingCallback  # noqa: E402
 from .errors import ProtocolViolation as ProtocolViolation  # noqa: E402
 from .errors import SessionClosed as SessionClosed  # noqa: E402
 from .catalog.content import Image as Image  # noqa: E402
@@ -56,6 +58,8 @@ __all__ = [
     "ConnectionLost",
     "ListChanged",
     "McpsyncError",
+    "MissingCallback",
+    "InputRoundsExceeded",
     "ProtocolViolation",
     "ResourceUpdated",
     "SessionClosed",

@@ -27,3 +27,13 @@ class ProtocolViolation(McpsyncError):
 
 class SessionClosed(McpsyncError, RuntimeError):
     """The session was closed by its owner; it cannot be used again."""
+
+
+class MissingCallback(ProtocolViolation):
+    """A 2026-07-28 `input_required` result asked for input the session has no callback for (so
+    it never declared that capability); the call fails and is not retried."""
+
+
+class InputRoundsExceeded(McpsyncError):
+    """The server still answered `input_required` after `max_input_rounds` retries; the call was
+    abandoned. Calling again starts over from the first round."""

@@ -10,6 +10,11 @@ fails at once with `ConnectionLost`.
 Opening (`mode`): "auto" probes `server/discover` and falls back to `initialize` when the server
 does not speak 2026-07-28 (a -32022 naming a version we speak re-probes with it); "legacy" and
 "modern" force an era.
+
+Questions from the server (elicitation, sampling, roots) reach the same callbacks in both eras: as
+JSON-RPC requests in the handshake era (answered off the reader thread), as the `inputRequests` of
+an `input_required` result in 2026-07-28 (answered on the caller's thread by `_request_with_input`,
+which then retries the request); see `ClientSession`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from .. import __version__
-from ..errors import CallTimeout, ConnectionLost, ProtocolViolation, SessionClosed
+from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, MissingCallback, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
 from ..protocol.versions import (
@@ -54,6 +59,12 @@ Progress = Callable[[float, "float | None", "str | None"], None]
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Answers a server request (its params) with a result; raise McpError to answer an error."""
 
+MAX_INPUT_ROUNDS = 10
+"""How many times a call answers `input_required` and retries before giving up (as the SDKs do)."""
+_STATE_ONLY_FIRST_WAIT, _STATE_ONLY_MAX_WAIT = 0.05, 0.25  # a state-only result: wait, doubling
+_INPUT_METHODS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+"""The questions an `input_required` result may ask, and the callback that answers each."""
+
 
 _CHANGE_METHODS = frozenset(
     {
@@ -84,8 +95,11 @@ class ClientSession:
         timeout: the default deadline of every call, in seconds.
         client_info: what the client says about itself.
         roots, sampling, elicitation: callbacks answering the server's `roots/list`,
-            `sampling/createMessage` and `elicitation/create`; declaring one declares the
-            capability. Without one, the server's request is answered -32601.
+            `sampling/createMessage` and `elicitation/create`, in both eras (below); giving one
+            declares the capability (`roots: {}`, `sampling: {}`, `elicitation: {}`, which is
+            form mode only). Each gets the request's params (`{}` for roots/list) and returns the
+            result dict; raising McpError refuses. Without one, a handshake-era request is
+            answered -32601.
         on_log: called with the params of each `notifications/message`.
         on_change: called on the connection's reader thread with (method, params) of every list
             change and resource update, before any response that arrives after it is delivered
@@ -93,6 +107,32 @@ class ClientSession:
         on_lost: called once when the connection is lost, after every pending call has failed.
         log_level: in 2026-07-28, the `logLevel` every request asks for (a server sends
             `notifications/message` only when asked); the handshake era uses logging/setLevel.
+        max_input_rounds: how many `input_required` rounds one call may take (below).
+
+    The server's questions, in both eras (one API for scripts):
+
+    - Handshake era: the server sends `elicitation/create`, `sampling/createMessage` or
+      `roots/list` as a JSON-RPC request, during a call or not. The callback runs on a thread of
+      its own (never the reader), so it may call the server itself; its result is the response
+      (over HTTP it is POSTed with the session id). McpError becomes an error response; any other
+      exception is logged and answered -32603 without its text.
+    - 2026-07-28: `call_tool`, `get_prompt` and `read_resource` (not the raw `request()` and
+      `start_request()`, which return any result as it is, for a gateway to relay) follow
+      `resultType: "input_required"`. Each entry of `inputRequests` (key -> {method, params}) is
+      answered by the same callback, with the same params, one after another on the caller's
+      thread, in the server's order: a person answering elicitations sees one question at a time,
+      a callback may call the server, and its exceptions reach the caller unchanged. Then the
+      request is sent again with a new id, the original params, a fresh `_meta` envelope,
+      `inputResponses` (this round's answers only, key -> the callback's result) and the
+      `requestState` exactly as the server sent it (omitted when it sent none). A result with
+      only a `requestState` (the server is busy) is retried after a short wait (50 ms doubling to
+      250 ms; `close()` ends it at once). This repeats until a final result, which is what the call
+      returns. The call's timeout covers every round, callbacks included (a callback cannot be
+      interrupted; the deadline is checked when it returns); `progress` hears every round.
+    - Failures end the call without a retry: a question without its callback raises
+      `MissingCallback` (before any callback runs), a callback's McpError (or any exception) is
+      raised as it is, `max_input_rounds` retries still answered `input_required` raise
+      `InputRoundsExceeded`, a malformed `input_required` result raises ProtocolViolation.
     """
 
     def __init__(
@@ -109,9 +149,13 @@ class ClientSession:
         on_change: Callable[[str, dict[str, Any]], None] | None = None,
         on_lost: Callable[[Exception], None] | None = None,
         log_level: str | None = None,
+        max_input_rounds: int = MAX_INPUT_ROUNDS,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if not (isinstance(max_input_rounds, int) and max_input_rounds >= 0):
+            raise ValueError("max_input_rounds must be an int >= 0")
+        self.max_input_rounds = max_input_rounds
         self._connection = connection
         self._mode = mode
         self.timeout = timeout
@@ -140,6 +184,7 @@ class ClientSession:
         self._uri_watchers: dict[str, int] = {}  # handshake era: open listeners per subscribed URI
         self._lost: Exception | None = None
         self._closed = False
+        self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -209,6 +254,7 @@ class ClientSession:
             self._closed = True
             listeners = list(self._listeners.values())
             self._listeners.clear()
+        self._ending.set()
         for listener in listeners:
             listener._finish()
         with self._lock:
@@ -352,15 +398,17 @@ class ClientSession:
         progress: Progress | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Call a tool; returns its `CallToolResult` (check `isError` for tool failures)."""
+        """Call a tool; returns its `CallToolResult` (check `isError` for tool failures).
+        In 2026-07-28 an `input_required` answer is followed (see the class docstring)."""
         params = {"name": name, "arguments": dict(arguments or {})}
-        return self.request("tools/call", params, progress=progress, timeout=timeout)
+        return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
 
     def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("prompts/list", "prompts", timeout)
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
-        return self.request("prompts/get", {"name": name, "arguments": dict(arguments or {})}, timeout=timeout)
+        """Get a prompt; `input_required` is followed as for `call_tool`."""
+        return self._request_with_input("prompts/get", {"name": name, "arguments": dict(arguments or {})}, timeout=timeout)
 
     def list_resources(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("resources/list", "resources", timeout)
@@ -369,7 +417,8 @@ class ClientSession:
         return self._list_all("resources/templates/list", "resourceTemplates", timeout)
 
     def read_resource(self, uri: str, *, timeout: float | None = None) -> dict[str, Any]:
-        return self.request("resources/read", {"uri": uri}, timeout=timeout)
+        """Read a resource; `input_required` is followed as for `call_tool`."""
+        return self._request_with_input("resources/read", {"uri": uri}, timeout=timeout)
 
     def complete(
         self,
@@ -386,6 +435,61 @@ class ClientSession:
         if context:
             params["context"] = {"arguments": dict(context)}
         return self.request("completion/complete", params, timeout=timeout).get("completion", {})
+
+    # -- input_required (2026-07-28 multi round-trip requests) ------------------------------------
+    def _request_with_input(
+        self, method: str, params: dict[str, Any], *, progress: Progress | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """`request()`, then answer `input_required` rounds and retry until the final result,
+        all within one deadline (see the class docstring)."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        result = self.request(method, params, progress=progress, timeout=timeout)
+        rounds, wait = 0, _STATE_ONLY_FIRST_WAIT
+        while self.era is Era.MODERN and result.get("resultType") == "input_required":
+            rounds += 1
+            if rounds > self.max_input_rounds:
+                raise InputRoundsExceeded(
+                    f"{method}: the server still asked for input after {self.max_input_rounds} rounds "
+                    f"(the limit, max_input_rounds={self.max_input_rounds})"
+                )
+            questions, state = _input_required(method, result)
+            retry = dict(params)
+            if questions:
+                wait = _STATE_ONLY_FIRST_WAIT
+                retry["inputResponses"] = self._answer_questions(method, questions, deadline, limit)
+            else:  # only a requestState: the server asks to be called again a little later
+                self._ending.wait(max(0.0, min(wait, deadline - time.monotonic())))
+                wait = min(wait * 2, _STATE_ONLY_MAX_WAIT)
+            if state is not None:
+                retry["requestState"] = state
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CallTimeout(f"{method} did not complete within {limit} s ({rounds} input_required round(s))")
+            try:
+                result = self.request(method, retry, progress=progress, timeout=remaining)
+            except CallTimeout as exc:
+                raise CallTimeout(f"{method} did not complete within {limit} s ({rounds} input_required round(s))") from exc
+        return result
+
+    def _answer_questions(self, method: str, questions: dict[str, dict[str, Any]], deadline: float, limit: float) -> dict[str, Any]:
+        """One round's `inputResponses`: each question answered by its callback, in order."""
+        missing = sorted({_INPUT_METHODS[q["method"]] for q in questions.values() if q["method"] not in self._handlers})
+        if missing:
+            raise MissingCallback(
+                f"{method}: the server asked for input this session has no callback for "
+                f"(no {' or '.join(missing)} callback, so that capability was never declared)"
+            )
+        answers: dict[str, Any] = {}
+        for key, question in questions.items():
+            callback = _INPUT_METHODS[question["method"]]
+            answer = self._handlers[question["method"]](question.get("params") or {})
+            if not isinstance(answer, dict):
+                raise TypeError(f"the {callback} callback returned {type(answer).__name__}, not a result dict")
+            answers[key] = answer
+            if time.monotonic() >= deadline:
+                raise CallTimeout(f"{method} did not complete within {limit} s (the {callback} callback ran past it)")
+        return answers
 
     # -- listening -------------------------------------------------------------------------------
     def listen(
@@ -553,22 +657,23 @@ class ClientSession:
             self._answer_error(request.id, McpError(ErrorCode.INTERNAL_ERROR, f"client callback failed: {type(exc).__name__}"))
 
     def _answer(self, request_id: Any, result: dict[str, Any]) -> None:
-        try:
-            self._connection.send(jsonrpc.result_frame(request_id, result))
-        except ConnectionLost:
-            pass
+        self._send_answer(jsonrpc.result_frame(request_id, result))
 
     def _answer_error(self, request_id: Any, error: McpError) -> None:
+        self._send_answer(jsonrpc.error_frame(request_id, error))
+
+    def _send_answer(self, frame: dict[str, Any]) -> None:
         try:
-            self._connection.send(jsonrpc.error_frame(request_id, error))
-        except ConnectionLost:
-            pass
+            self._connection.send(frame)
+        except (ConnectionLost, CallTimeout) as exc:  # a gone or deaf server: nobody to tell
+            log.debug("could not answer the server's request %r: %s", frame.get("id"), exc)
 
     def _on_lost(self, error: Exception) -> None:
         with self._lock:
             self._lost = error
             listeners = list(self._listeners.values())
             self._listeners.clear()
+        self._ending.set()
         self._fail_pending(error)
         for listener in listeners:
             listener._finish(error)
@@ -626,6 +731,25 @@ class PendingCall:
             return
         self._session._cancel_on_wire(self.id, reason)
         _settle(self._pending.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+
+
+def _input_required(method: str, result: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The questions and the state of an `input_required` result; ProtocolViolation if malformed."""
+    questions, state = result.get("inputRequests"), result.get("requestState")
+    if questions is None:
+        questions = {}
+    if not isinstance(questions, dict) or not all(isinstance(q, dict) for q in questions.values()):
+        raise ProtocolViolation(f"{method}: inputRequests of an input_required result is not a map of requests")
+    for key, question in questions.items():
+        if not isinstance(question.get("method"), str) or question["method"] not in _INPUT_METHODS:
+            raise ProtocolViolation(f"{method}: input request {key!r} asks for {question.get('method')!r}, which is not a question a server may ask")
+        if not isinstance(question.get("params", {}), (dict, type(None))):
+            raise ProtocolViolation(f"{method}: the params of input request {key!r} are not an object")
+    if state is not None and not isinstance(state, str):
+        raise ProtocolViolation(f"{method}: requestState of an input_required result is not a string")
+    if not questions and state is None:
+        raise ProtocolViolation(f"{method}: an input_required result carries neither inputRequests nor requestState")
+    return questions, state
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

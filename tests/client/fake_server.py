@@ -32,10 +32,15 @@ hang (progress 0 if asked, then no answer until fake/release), die (exit 7 at on
 (a JSON-RPC error with data), tool_error (isError), not_object (a result that is a list), twice
 (answered twice), deafen (answered, then the fake stops reading), log (a notifications/message).
 
+Scripted answers (2026-07-28 input_required rounds): `fake/script {results: [...]}` queues results;
+each `tools/call` of the tool "scripted", `prompts/get` of the prompt "scripted" and `resources/read`
+of "fake://scripted" takes the next one ("hang" means: leave that request unanswered, like the
+hang tool). With the queue empty they answer a complete result echoing their params.
+
 Control requests: fake/received, fake/env, fake/ask {method, params} (a server->client request;
 answered with the client's whole response), fake/notify {notifications: [{method, params,
-tagged}]}, fake/release (answers every hung call "late"), fake/end_listens (completes every open
-listen), fake/exit {code}.
+tagged}]}, fake/script {results}, fake/release (answers every hung call "late"), fake/end_listens
+(completes every open listen), fake/exit {code}.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ class Fake:
         self.hung: list[Any] = []
         self.listens: list[Any] = []
         self.next_ask = 0
+        self.script: list[Any] = []
         self.out = sys.stdout.buffer
 
     # -- writing ----------------------------------------------------------------------------------
@@ -181,10 +187,21 @@ class Fake:
         self.result(rid, page)
 
     def do_prompts_get(self, rid: Any, params: dict[str, Any]) -> None:
+        if params.get("name") == "scripted":
+            return self.scripted(rid, params, {"messages": [{"role": "user", "content": {"type": "text", "text": "done"}}]})
         self.result(rid, {"messages": [], "echo": params})
 
     def do_resources_read(self, rid: Any, params: dict[str, Any]) -> None:
+        if params.get("uri") == "fake://scripted":
+            return self.scripted(rid, params, {"contents": [{"uri": "fake://scripted", "text": "done"}]})
         self.result(rid, {"contents": [{"uri": params.get("uri"), "text": "hello"}], "echo": params})
+
+    def scripted(self, rid: Any, params: dict[str, Any], final: dict[str, Any]) -> None:
+        step = self.script.pop(0) if self.script else {"resultType": "complete", **final, "echo": params}
+        if step == "hang":
+            self.hung.append(rid)
+        else:
+            self.result(rid, step)
 
     def do_completion_complete(self, rid: Any, params: dict[str, Any]) -> None:
         self.result(rid, {"completion": {"values": ["a", "b"], "echo": params}})
@@ -212,7 +229,9 @@ class Fake:
         name = params.get("name")
         arguments = params.get("arguments") or {}
         token = (params.get("_meta") or {}).get("progressToken")
-        if name == "echo":
+        if name == "scripted":
+            self.scripted(rid, params, {"content": [{"type": "text", "text": "done"}], "isError": False})
+        elif name == "echo":
             self.result(rid, {"content": [{"type": "text", "text": str(arguments.get("text", ""))}], "isError": False})
         elif name == "progress":
             for step in (1, 2, 3):
@@ -270,6 +289,10 @@ class Fake:
             self.notify(spec["method"], body)
         self.result(rid, {})
 
+    def do_fake_script(self, rid: Any, params: dict[str, Any]) -> None:
+        self.script = list(params.get("results") or [])
+        self.result(rid, {})
+
     def do_fake_release(self, rid: Any, params: dict[str, Any]) -> None:
         for hung in self.hung:
             self.result(hung, {"content": [{"type": "text", "text": "late"}], "isError": False})
@@ -320,6 +343,11 @@ def fake_pid(session: Any) -> int:
 def ask(session: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Make the fake send `method` to the client; returns the client's whole response."""
     return session.request("fake/ask", {"method": method, "params": params})["response"]
+
+
+def script(session: Any, *results: Any) -> None:
+    """Queue the answers of the next "scripted" calls (results, or "hang" for no answer)."""
+    session.request("fake/script", {"results": list(results)})
 
 
 def push(session: Any, *notifications: dict[str, Any]) -> None:
