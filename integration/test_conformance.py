@@ -11,7 +11,7 @@ call. Two legs:
    known failures in ``integration/conformance/known-failures.txt``.
 2. mcpsync's stdio transport bridged to HTTP by the npm package supergateway (pinned, installed in
    ``.peers-conformance/`` by ``integration/conformance/peers-supergateway``), known failures (the
-   bridge's artefacts plus the same later-issue scenarios) in ``known-failures-supergateway.txt``.
+   bridge's own artefacts) in ``known-failures-supergateway.txt``.
 
 Each leg must exit 0 (no FAILURE outside its known failures), must have run the scenarios of both
 eras, and must not carry stale known failures: an entry whose checks all pass is an error, so the
@@ -77,8 +77,26 @@ TOOLS = {
     "test_x_mcp_header",
     "test_trigger_tool_change",
     "test_trigger_prompt_change",
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
 }
-PROMPTS = {"test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource", "test_prompt_with_image"}
+PROMPTS = {
+    "test_simple_prompt",
+    "test_prompt_with_arguments",
+    "test_prompt_with_embedded_resource",
+    "test_prompt_with_image",
+    "test_input_required_result_prompt",
+}
 RESOURCES = {"test://static-text", "test://static-binary", "test://watched-resource"}
 TEMPLATES = {"test://template/{id}/data"}
 
