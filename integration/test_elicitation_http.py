@@ -4,8 +4,8 @@ A tool with a `Context` that calls `ctx.elicit` / `ctx.sample` / `ctx.roots` run
 its question goes out as an SSE `message` event on the tools/call POST's own response stream, and
 the client answers with a POST of its own carrying the JSON-RPC response and the session's
 `Mcp-Session-Id` (202). These tests drive that with raw `http.client` (what a client library would
-hide: the ids, the 202, the stream's events, hanging up), check what the server was left with, and
-run the official SDK client (legacy mode) through an elicitation with its own callback.
+hide: the ids, the 202, the stream's events, hanging up) and check what the server was left with.
+The official SDK client's side is in test_sdk_elicitation.py.
 
 Servers run in this process (`Server.start_http`) with short keep-alives, so a client that hangs
 up is noticed within a fraction of a second. Nothing sleeps to synchronise: tools signal with
@@ -29,7 +29,7 @@ from mcpsync.errors import McpsyncError
 from mcpsync.protocol.jsonrpc import McpError, Request, Response
 from mcpsync.transport._http_sessions import PendingAsks
 from mcpsync.transport._http_stream import TIMEOUT, Exchange, Final
-from wire import REPO_ROOT, modern_meta
+from wire import modern_meta
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -486,38 +486,3 @@ def test_ask_futures_settle_once_and_answering_the_request_fails_the_rest() -> N
                                 "params": {"requestId": "mcpsync-3", "reason": "the request ended before the client answered"}}
     assert isinstance(exchange.channel.get(0), Final)
     assert len(asks) == 0
-
-
-# -- the official SDK client ----------------------------------------------------------------------------
-
-SDK_DRIVER = r'''
-import json, sys
-import anyio
-import mcp_types as types
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
-async def main(url):
-    seen = []
-
-    async def on_elicit(context, params):
-        seen.append({"message": params.message, "schema": params.requested_schema})
-        return types.ElicitResult(action="accept", content={"name": "from the SDK"})
-
-    client = Client(streamable_http_client(url), mode="legacy", elicitation_callback=on_elicit, read_timeout_seconds=30)
-    async with client:
-        result = await client.call_tool("ask_name", {})
-        print(json.dumps({"version": client.protocol_version, "seen": seen,
-                          "text": "".join(getattr(b, "text", "") for b in result.content), "isError": result.is_error}))
-
-anyio.run(main, sys.argv[1])
-'''
-
-
-def test_the_official_sdk_client_answers_an_elicitation_in_legacy_mode(asking: Asking, peers_python: str, bounded: Any) -> None:
-    result = bounded([peers_python, "-c", SDK_DRIVER, asking.url], timeout=60.0, cwd=REPO_ROOT)
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)
-    assert summary["version"] == HANDSHAKE
-    assert summary["seen"] == [{"message": "Your name?", "schema": NAME_FORM}]
-    assert summary["text"] == 'accept: {"name": "from the SDK"}' and not summary["isError"]
