@@ -19,113 +19,19 @@ a session ends (DELETE, expiry, shutdown) its pending asks fail and later ones a
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..engine.session import Session
-from ..errors import McpsyncError
-from ..protocol.jsonrpc import ErrorCode, McpError, Response
+from ._asks import PendingAsks
 from ._http_stream import Channel, Exchange
 
 log = logging.getLogger("mcpsync")
 
 SWEEP_INTERVAL = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    method: str
-    future: concurrent.futures.Future[dict[str, Any]]
-    exchange: Exchange
-
-
-class PendingAsks:
-    """The server-to-client requests of one session that await the client's answer.
-
-    Ids are `"mcpsync-N"`, counted per session: strings a client's own ids cannot be mistaken for
-    (a client never sees another session's). Futures are settled outside the lock, since settling
-    runs their callbacks on the settling thread. Nothing here waits: the asker waits on its future,
-    with its own deadline.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[str, _Ask] = {}
-        self._count = 0
-        self._ended: str | None = None  # why later asks are refused
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def open(self, exchange: Exchange, method: str) -> tuple[str, concurrent.futures.Future[dict[str, Any]]]:
-        """A fresh id and its future, registered before anything is sent (an answer may come at
-        once). Raises McpsyncError once the session has ended."""
-        with self._lock:
-            if self._ended is not None:
-                raise McpsyncError(f"cannot send {method} to the client: {self._ended}")
-            self._count += 1
-            ask_id = f"mcpsync-{self._count}"
-            future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-            self._pending[ask_id] = _Ask(method, future, exchange)
-        return ask_id, future
-
-    def forget(self, ask_id: str) -> bool:
-        """Stop waiting for `ask_id` (its answer, if it comes, is ignored); True if it was pending."""
-        with self._lock:
-            return self._pending.pop(ask_id, None) is not None
-
-    def answer(self, response: Response) -> bool:
-        """The client's answer, to the ask with its id; False when no ask awaits that id."""
-        with self._lock:
-            ask = self._pending.pop(response.id, None) if type(response.id) is str else None
-        if ask is None:
-            return False
-        if response.error is not None:
-            code, message = response.error.get("code"), response.error.get("message")
-            if type(code) is not int or type(message) is not str:
-                code, message = ErrorCode.INTERNAL_ERROR, f"the client answered {ask.method} with a malformed error"
-            _settle(ask.future, error=McpError(code, message, response.error.get("data")))
-        elif type(response.result) is not dict:
-            _settle(ask.future, error=McpsyncError(f"the client answered {ask.method} without a result object"))
-        else:
-            _settle(ask.future, result=response.result)
-        return True
-
-    def abandon(self, exchange: Exchange, reason: str) -> list[str]:
-        """Fail the asks of one request (it was answered or cancelled); their ids, so the client
-        can be told it need not answer them."""
-        with self._lock:
-            ids = [ask_id for ask_id, ask in self._pending.items() if ask.exchange is exchange]
-            asks = [self._pending.pop(ask_id) for ask_id in ids]
-        for ask in asks:
-            _settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
-        return ids
-
-    def end(self, reason: str) -> None:
-        """The session ended: fail every pending ask and refuse later ones."""
-        with self._lock:
-            if self._ended is None:
-                self._ended = reason
-            asks = list(self._pending.values())
-            self._pending.clear()
-        for ask in asks:
-            _settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
-
-
-def _settle(future: concurrent.futures.Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
-    """Resolve or fail a future unless its waiter already gave up on it (cancelled it)."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        log.debug("an answer came for a request the server no longer waits for")
 
 
 class HttpSession:

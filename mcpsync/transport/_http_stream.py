@@ -29,15 +29,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..errors import McpsyncError
 from ..protocol import jsonrpc
+from ._asks import PendingAsks, cancelled_frame, request_frame
 from ._cancellation import Cancellable
 from ..protocol.jsonrpc import Request
-
-if TYPE_CHECKING:
-    from ._http_sessions import PendingAsks
 
 log = logging.getLogger("mcpsync")
 
@@ -174,8 +172,7 @@ class Exchange(Cancellable):
         Raises:
             McpsyncError: at once, with nothing written, when this request may not send requests
                 (2026-07-28, `initialize`), is already answered or cancelled, its stream is closed,
-                or its session has ended.
-            jsonrpc.EncodeError: `params` is not JSON (nothing written).
+                or its session has ended, or `params` is not JSON.
         """
         asks = self._asks
         if asks is None:
@@ -194,8 +191,8 @@ class Exchange(Cancellable):
                 raise McpsyncError(f"cannot send {method} to the client: the request was cancelled")
             ask_id, future = asks.open(self, method)
             try:
-                frame = jsonrpc.encode({"jsonrpc": "2.0", "id": ask_id, "method": method, "params": params})
-            except jsonrpc.EncodeError:
+                frame = request_frame(ask_id, method, params)
+            except McpsyncError:
                 asks.forget(ask_id)
                 raise
             if not self.channel.put(frame, force=True):
@@ -213,8 +210,7 @@ class Exchange(Cancellable):
         """Onto the stream while it is open, past its capacity: at most one per ask, and the
         thread cancelling (a WSGI thread, an asker) must not wait for room."""
         for ask_id in ask_ids:
-            frame = jsonrpc.encode(jsonrpc.notification_frame("notifications/cancelled", {"requestId": ask_id, "reason": reason}))
-            if not self.channel.put(frame, force=True):
+            if not self.channel.put(cancelled_frame(ask_id, reason), force=True):
                 log.debug("could not cancel %s: the stream of request %r is closed", ask_id, self.request.id)
 
     def _abandon_asks(self, reason: str) -> None:

@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import itertools
 import logging
 import os
 import select
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..engine.engine import Engine
@@ -51,6 +49,7 @@ from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notificati
 from ..protocol.versions import META_SUBSCRIPTION_ID, Era, claims_modern
 from ._frames import TOO_LARGE, FrameSplitter
 from ._output import Output
+from ._asks import PendingAsks, cancelled_frame, request_frame
 from ._cancellation import Cancellable
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
@@ -128,46 +127,32 @@ class _Exchange(Cancellable):
         return self._asks.ask(self, method, params)
 
 
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    """A request this server sent, waiting for the client's answer."""
-
-    exchange: _Exchange
-    method: str
-    future: "concurrent.futures.Future[dict[str, Any]]"
-
-
 class _Asks:
-    """One connection's server-to-client requests still waiting for an answer.
+    """One connection's server-to-client requests still waiting for an answer (`_asks`).
 
-    The table is guarded by the output lock, so registering a request and writing it are one
-    critical section (its answer cannot arrive first) and refusals are decided against the same
-    state every writer sees. Futures are resolved outside the lock: their callbacks may write.
-    """
+    Refusals are decided under the output lock, against the state every writer sees; the id is
+    registered before its frame is written, so its answer cannot arrive first."""
 
     def __init__(self, output: Output, session: Session) -> None:
         self._output = output
         self._session = session
-        self._pending: dict[str, _Ask] = {}
-        self._ids = itertools.count(1)  # next() on a count is atomic in CPython (threading.py relies on it)
+        self._table = PendingAsks()
         self._closed: str | None = None  # why nothing more can be answered, once closing began
 
     def ask(self, exchange: _Exchange, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
         with self._output.lock:
             self._refuse_locked(exchange, method)
-        request_id = f"mcpsync-{next(self._ids)}"
+        ask_id, future = self._table.open(exchange, method)
         try:
-            frame = jsonrpc.encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        except jsonrpc.EncodeError as exc:
-            raise McpsyncError(f"cannot send {method}: its params are not JSON ({exc})") from exc
-        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        future.add_done_callback(lambda done: self._given_up(request_id, done))
-        with self._output.lock:
-            self._refuse_locked(exchange, method)  # again: the state may have moved while encoding
-            self._pending[request_id] = _Ask(exchange, method, future)
-            if not self._output.write_locked(frame):
-                del self._pending[request_id]
-                raise McpsyncError(f"cannot send {method}: the connection is closed")
+            frame = request_frame(ask_id, method, params)
+            with self._output.lock:
+                self._refuse_locked(exchange, method)  # again: the state may have moved meanwhile
+                if not self._output.write_locked(frame):
+                    raise McpsyncError(f"cannot send {method}: the connection is closed")
+        except BaseException:
+            self._table.forget(ask_id)
+            raise
+        future.add_done_callback(lambda done: self._given_up(ask_id, done))
         return future
 
     def _refuse_locked(self, exchange: _Exchange, method: str) -> None:
@@ -183,71 +168,28 @@ class _Asks:
 
     def route(self, response: Response) -> None:
         """On the reader thread: hand a response to the ask it answers (or ignore it)."""
-        with self._output.lock:
-            waiting = self._pending.pop(response.id, None) if type(response.id) is str else None
-        if waiting is None:
+        if not self._table.answer(response):
             log.debug("ignoring a response to id %r: no request of this server is waiting for it", response.id)
-            return
-        if response.error is not None:
-            error = response.error
-            code, message = error.get("code"), error.get("message")
-            _settle(waiting.future, error=McpError(
-                code if type(code) is int else ErrorCode.INTERNAL_ERROR,
-                message if type(message) is str else f"the client answered {waiting.method} with an error",
-                error.get("data"),
-            ))
-        elif type(response.result) is dict:
-            _settle(waiting.future, result=response.result)
-        else:
-            _settle(waiting.future, error=McpError(
-                ErrorCode.INTERNAL_ERROR, f"the client answered {waiting.method} with a result that is not an object"
-            ))
 
-    def _given_up(self, request_id: str, future: "concurrent.futures.Future[dict[str, Any]]") -> None:
+    def _given_up(self, ask_id: str, future: "concurrent.futures.Future[dict[str, Any]]") -> None:
         """A done callback: when the waiter cancelled the future, forget the id and tell the client."""
-        if not future.cancelled():
-            return
-        frame = _cancelled_frame(request_id, "the server stopped waiting for the answer")
-        with self._output.lock:
-            if self._pending.pop(request_id, None) is not None:
-                self._output.write_locked(frame)
+        if future.cancelled() and self._table.forget(ask_id):
+            self._write(cancelled_frame(ask_id, "the server stopped waiting for the answer"))
 
     def abandon(self, exchange: _Exchange) -> None:
         """The request is over: fail its asks still open and tell the client not to bother."""
-        if not self._pending:  # no lock needed: an over request can register no more asks
-            return
-        with self._output.lock:
-            ids = [request_id for request_id, waiting in self._pending.items() if waiting.exchange is exchange]
-            if not ids:
-                return
-            left = [self._pending.pop(request_id) for request_id in ids]
-            for request_id in ids:
-                self._output.write_locked(_cancelled_frame(request_id, "the request it was asked for is over"))
-        for waiting in left:
-            _settle(waiting.future, error=McpsyncError(f"{waiting.method} abandoned: the request it belongs to was answered"))
+        for ask_id in self._table.abandon(exchange, "the request it belongs to was answered"):
+            self._write(cancelled_frame(ask_id, "the request it was asked for is over"))
 
     def close(self, reason: str) -> None:
         """When closing begins: refuse new asks and fail every open one (no answer can come)."""
         with self._output.lock:
             self._closed = reason
-            left, self._pending = list(self._pending.values()), {}
-        for waiting in left:
-            _settle(waiting.future, error=McpsyncError(f"{waiting.method} abandoned: {reason}"))
+        self._table.end(reason)
 
-
-def _cancelled_frame(request_id: str, reason: str) -> bytes:
-    return jsonrpc.encode(jsonrpc.notification_frame("notifications/cancelled", {"requestId": request_id, "reason": reason}))
-
-
-def _settle(future: "concurrent.futures.Future[dict[str, Any]]", *, result: Any = None, error: BaseException | None = None) -> None:
-    """Resolve a future unless its waiter already cancelled it."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass
+    def _write(self, frame: bytes) -> None:
+        with self._output.lock:
+            self._output.write_locked(frame)
 
 
 class StdioServer:
