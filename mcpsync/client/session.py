@@ -27,7 +27,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from .. import __version__
-from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, MissingCallback, ProtocolViolation, SessionClosed
+from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
 from ..protocol.versions import (
@@ -45,6 +45,7 @@ from ..protocol.versions import (
     Era,
     is_log_level,
 )
+from ._input_required import MAX_INPUT_ROUNDS, STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
 from .listen import Listener
 
 log = logging.getLogger("mcpsync.client")
@@ -59,11 +60,6 @@ Progress = Callable[[float, "float | None", "str | None"], None]
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Answers a server request (its params) with a result; raise McpError to answer an error."""
 
-MAX_INPUT_ROUNDS = 10
-"""How many times a call answers `input_required` and retries before giving up (as the SDKs do)."""
-_STATE_ONLY_FIRST_WAIT, _STATE_ONLY_MAX_WAIT = 0.05, 0.25  # a state-only result: wait, doubling
-_INPUT_METHODS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
-"""The questions an `input_required` result may ask, and the callback that answers each."""
 
 
 _CHANGE_METHODS = frozenset(
@@ -445,7 +441,7 @@ class ClientSession:
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         result = self.request(method, params, progress=progress, timeout=timeout)
-        rounds, wait = 0, _STATE_ONLY_FIRST_WAIT
+        rounds, wait = 0, STATE_ONLY_FIRST_WAIT
         while self.era is Era.MODERN and result.get("resultType") == "input_required":
             rounds += 1
             if rounds > self.max_input_rounds:
@@ -453,14 +449,14 @@ class ClientSession:
                     f"{method}: the server still asked for input after {self.max_input_rounds} rounds "
                     f"(the limit, max_input_rounds={self.max_input_rounds})"
                 )
-            questions, state = _input_required(method, result)
+            questions, state = parse_input_required(method, result)
             retry = dict(params)
             if questions:
-                wait = _STATE_ONLY_FIRST_WAIT
-                retry["inputResponses"] = self._answer_questions(method, questions, deadline, limit)
+                wait = STATE_ONLY_FIRST_WAIT
+                retry["inputResponses"] = answer_questions(self._handlers, method, questions, deadline, limit)
             else:  # only a requestState: the server asks to be called again a little later
                 self._ending.wait(max(0.0, min(wait, deadline - time.monotonic())))
-                wait = min(wait * 2, _STATE_ONLY_MAX_WAIT)
+                wait = min(wait * 2, STATE_ONLY_MAX_WAIT)
             if state is not None:
                 retry["requestState"] = state
             remaining = deadline - time.monotonic()
@@ -471,25 +467,6 @@ class ClientSession:
             except CallTimeout as exc:
                 raise CallTimeout(f"{method} did not complete within {limit} s ({rounds} input_required round(s))") from exc
         return result
-
-    def _answer_questions(self, method: str, questions: dict[str, dict[str, Any]], deadline: float, limit: float) -> dict[str, Any]:
-        """One round's `inputResponses`: each question answered by its callback, in order."""
-        missing = sorted({_INPUT_METHODS[q["method"]] for q in questions.values() if q["method"] not in self._handlers})
-        if missing:
-            raise MissingCallback(
-                f"{method}: the server asked for input this session has no callback for "
-                f"(no {' or '.join(missing)} callback, so that capability was never declared)"
-            )
-        answers: dict[str, Any] = {}
-        for key, question in questions.items():
-            callback = _INPUT_METHODS[question["method"]]
-            answer = self._handlers[question["method"]](question.get("params") or {})
-            if not isinstance(answer, dict):
-                raise TypeError(f"the {callback} callback returned {type(answer).__name__}, not a result dict")
-            answers[key] = answer
-            if time.monotonic() >= deadline:
-                raise CallTimeout(f"{method} did not complete within {limit} s (the {callback} callback ran past it)")
-        return answers
 
     # -- listening -------------------------------------------------------------------------------
     def listen(
@@ -731,25 +708,6 @@ class PendingCall:
             return
         self._session._cancel_on_wire(self.id, reason)
         _settle(self._pending.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
-
-
-def _input_required(method: str, result: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """The questions and the state of an `input_required` result; ProtocolViolation if malformed."""
-    questions, state = result.get("inputRequests"), result.get("requestState")
-    if questions is None:
-        questions = {}
-    if not isinstance(questions, dict) or not all(isinstance(q, dict) for q in questions.values()):
-        raise ProtocolViolation(f"{method}: inputRequests of an input_required result is not a map of requests")
-    for key, question in questions.items():
-        if not isinstance(question.get("method"), str) or question["method"] not in _INPUT_METHODS:
-            raise ProtocolViolation(f"{method}: input request {key!r} asks for {question.get('method')!r}, which is not a question a server may ask")
-        if not isinstance(question.get("params", {}), (dict, type(None))):
-            raise ProtocolViolation(f"{method}: the params of input request {key!r} are not an object")
-    if state is not None and not isinstance(state, str):
-        raise ProtocolViolation(f"{method}: requestState of an input_required result is not a string")
-    if not questions and state is None:
-        raise ProtocolViolation(f"{method}: an input_required result carries neither inputRequests nor requestState")
-    return questions, state
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:
