@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mcpsync import Context, Server, Service
+from mcpsync import AskTimeout, Context, Server, Service
 from mcpsync.errors import McpsyncError
 from mcpsync.protocol.jsonrpc import McpError, Request, Response
 from mcpsync.transport._http_sessions import PendingAsks
@@ -200,8 +200,8 @@ class Asking:
             """Elicit with a short timeout: the Context gives up and cancels its ask."""
             try:
                 ctx.elicit("Quick!", NAME_FORM, timeout=0.3)
-            except McpError as exc:
-                return f"gave up: {exc.message}"
+            except AskTimeout as exc:
+                return f"gave up: {exc}"
             return "answered"
 
         self.meeting = threading.Barrier(2, timeout=LONG)

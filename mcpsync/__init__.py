@@ -22,6 +22,9 @@ from .catalog.content import Image as Image  # noqa: E402
 from .catalog.content import ResourceNotFound as ResourceNotFound  # noqa: E402
 from .catalog.content import ToolError as ToolError  # noqa: E402
 from .catalog.content import ToolResult as ToolResult  # noqa: E402
+from .catalog.context import AskCancelled as AskCancelled  # noqa: E402
+from .catalog.context import AskTimeout as AskTimeout  # noqa: E402
+from .catalog.context import ClientRefused as ClientRefused  # noqa: E402
 from .catalog.context import Context as Context  # noqa: E402
 from .catalog.questions import InputRequired as InputRequired  # noqa: E402
 from .catalog.questions import Question as Question  # noqa: E402
@@ -34,6 +37,7 @@ from .engine.interceptors import Call as Call  # noqa: E402
 from .engine.interceptors import Interceptor as Interceptor  # noqa: E402
 from .engine.interceptors import ToolCall as ToolCall  # noqa: E402
 from .protocol.jsonrpc import ErrorCode as ErrorCode  # noqa: E402
+from .protocol.versions import Era as Era  # noqa: E402
 from .protocol.jsonrpc import McpError as McpError  # noqa: E402
 from .server import Server as Server  # noqa: E402
 
@@ -64,7 +68,11 @@ __all__ = [
     "ResourceUpdated",
     "SessionClosed",
     "connect",
+    "AskCancelled",
+    "AskTimeout",
+    "ClientRefused",
     "Context",
+    "Era",
     "ErrorCode",
     "Image",
     "InputRequired",

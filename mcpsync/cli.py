@@ -130,6 +130,11 @@ def serve(
     server) at http://HOST:PORT/mcp until SIGTERM or Ctrl-C; the same app runs under any WSGI
     server through Server.wsgi_app().
 
+    Tools that ask the client (ctx.elicit, ctx.sample, ctx.roots) answer 2026-07-28 requests with
+    input_required and a requestState sealed under a random per-process secret; when several
+    processes serve the same clients, give them one secret of 32 bytes or more in the environment
+    variable MCPSYNC_REQUEST_STATE_SECRET (a served Server's own secret takes precedence).
+
     \b
     Examples:
       mcpsync serve
@@ -225,7 +230,7 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
     secret = os.environ.get("MCPSYNC_REQUEST_STATE_SECRET") or None
     if loaded and isinstance(loaded[0], Server):
         server = loaded[0]
-        if secret is not None:
+        if secret is not None and server.engine.request_states.ephemeral:  # a Server's own secret wins
             server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
         server.workers = options.get("workers", server.workers)
         server.max_frame_bytes = options.get("max_frame_bytes", server.max_frame_bytes)

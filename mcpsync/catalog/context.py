@@ -37,7 +37,14 @@ AskClient = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str,
 
 
 class AskCancelled(McpsyncError):
-    """The request was cancelled (or its connection closed) while waiting for the client's answer."""
+    """The client's answer will not come: the request was cancelled, or its connection or session
+    ended, while the question waited. A tool that does not catch it returns an error result (the
+    request is usually over anyway); nothing is logged as a crash."""
+
+
+class AskTimeout(AskCancelled, TimeoutError):
+    """The client did not answer within the question's timeout (`ask_timeout`, or `timeout=`);
+    the question was withdrawn (`notifications/cancelled`)."""
 
 
 class ClientRefused(McpError):
@@ -280,11 +287,13 @@ class Context:
                 try:
                     answers[question.key] = future.result(max(0.0, deadline - time.monotonic()))
                 except concurrent.futures.TimeoutError:
-                    raise McpError(ErrorCode.INTERNAL_ERROR, f"the client did not answer {question.method} within {limit:g} s") from None
+                    raise AskTimeout(f"the client did not answer {question.method} within {limit:g} s") from None
                 except concurrent.futures.CancelledError:
                     raise AskCancelled(f"the request was cancelled while waiting for {question.method}") from None
                 except McpError as exc:
                     raise ClientRefused(question.method, exc) from None
+                except McpsyncError as exc:  # the transport gave up: the request, connection or session ended
+                    raise AskCancelled(str(exc)) from None
         finally:
             for future in futures:
                 future.cancel()  # no-op for the answered ones; the rest are forgotten and cancelled

@@ -10,15 +10,17 @@ start; each question finds its answer under the same key, so it goes one step fu
 round. The client sends only the current round's answers; the earlier ones come back sealed.
 
 A function may also return `InputRequired(questions, state)` itself. In 2026-07-28 that is the
-same result; on a handshake-era connection the questions are asked at once and the body runs
-again with `ctx.state` set, up to `MAX_HANDSHAKE_ROUNDS` times.
+same result; on a handshake-era connection the questions are asked at once (or, with none, a
+short pause passes) and the body runs again with `ctx.state` set, up to `MAX_HANDSHAKE_ROUNDS`
+times.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..catalog.questions import InputRequired, NeedAnswers
+from ..catalog.context import AskCancelled
+from ..catalog.questions import NeedAnswers
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
 from .request_state import MRTR_METHODS, RequestStateSealer
@@ -30,7 +32,9 @@ if TYPE_CHECKING:
 MAX_HANDSHAKE_ROUNDS = 8
 """How often a function returning `InputRequired` runs again on one handshake-era request."""
 
-T = TypeVar("T")
+HANDSHAKE_PAUSE, HANDSHAKE_MAX_PAUSE = 0.05, 1.0
+"""Before a handshake-era rerun of a function that returned `InputRequired` without questions
+(it wants time: load shedding, long work), doubling from the first to the second."""
 
 
 def prepare(sealer: RequestStateSealer, call: "Call") -> tuple[dict[str, Any], Any]:
@@ -67,6 +71,10 @@ def answering(call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
                 raise McpError(ErrorCode.INTERNAL_ERROR, f"{call.method} still asked for input after {rounds} rounds") from None
             if need.questions:
                 ctx.ask(*need.questions)
+            else:  # only a state: the function asked to be called again a little later
+                ctx.wait_cancelled(min(HANDSHAKE_PAUSE * 2 ** (rounds - 1), HANDSHAKE_MAX_PAUSE))
+                if ctx.cancelled:
+                    raise AskCancelled("the request was cancelled while its function waited to run again")
             ctx.next_round(need.state)
 
 

@@ -679,21 +679,23 @@ def test_a_malformed_answer_is_invalid_params() -> None:
     assert "github_login" in error.message
 
 
-def test_no_answer_within_the_ask_timeout_is_an_error_naming_the_method() -> None:
+def test_no_answer_within_the_ask_timeout_is_a_tool_error_naming_the_method() -> None:
     h = handshake(ask_timeout=0.2)
     exchange = AskingExchange()  # never answers
     started = time.monotonic()
-    error = h.fails(h.call_tool("confirm", exchange=exchange), -32603)
+    result = h.ok(h.call_tool("confirm", exchange=exchange))
     assert time.monotonic() - started < LONG
-    assert "elicitation/create" in error.message and "0.2" in error.message
+    text = result["content"][0]["text"]
+    assert result["isError"] is True and "elicitation/create" in text and "0.2" in text
     assert [future.cancelled() for future in exchange.futures] == [True]
 
 
 def test_a_per_call_timeout_overrides_the_engines() -> None:
     h = handshake(ask_timeout=LONG * 10)
     exchange = AskingExchange()
-    error = h.fails(h.call_tool("impatient", exchange=exchange), -32603)
-    assert "elicitation/create" in error.message and "0.1" in error.message
+    result = h.ok(h.call_tool("impatient", exchange=exchange))
+    text = result["content"][0]["text"]
+    assert result["isError"] is True and "elicitation/create" in text and "0.1" in text
     assert exchange.futures[0].cancelled()
 
 

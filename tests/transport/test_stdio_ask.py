@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mcpsync import Context, McpError, McpsyncError, Question, Server, Service
+from mcpsync import AskTimeout, Context, McpError, McpsyncError, Question, Server, Service
 from mcpsync.engine.session import Session
 from mcpsync.protocol.jsonrpc import Request
 from mcpsync.protocol.versions import Era
@@ -353,8 +353,8 @@ def test_a_timed_out_question_is_cancelled_on_the_wire() -> None:
     def impatient(ctx: Context) -> str:
         try:
             ctx.elicit("Quick!", SCHEMA, timeout=0.2)
-        except McpError as exc:
-            return f"gave up: {exc.message}"
+        except AskTimeout as exc:
+            return f"gave up: {exc}"
         return "answered"
 
     with PipeClient(Server("api", services=[service])) as client:
