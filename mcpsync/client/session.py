@@ -24,7 +24,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
 from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
@@ -104,6 +104,9 @@ class ClientSession:
         log_level: in 2026-07-28, the `logLevel` every request asks for (a server sends
             `notifications/message` only when asked); the handshake era uses logging/setLevel.
         max_input_rounds: how many `input_required` rounds one call may take (below).
+        elicitation_modes: what the `elicitation` callback handles: ("form",) (declared as
+            `elicitation: {}`), or ("form", "url") / ("url",) to be sent URL-mode elicitations too
+            (`{"mode": "url", "message", "url"}`: open the URL for the user, answer `accept`).
 
     The server's questions, in both eras (one API for scripts):
 
@@ -146,6 +149,7 @@ class ClientSession:
         on_lost: Callable[[Exception], None] | None = None,
         log_level: str | None = None,
         max_input_rounds: int = MAX_INPUT_ROUNDS,
+        elicitation_modes: Sequence[str] = ("form",),
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -166,6 +170,11 @@ class ClientSession:
             if handler is not None:
                 self._handlers[method] = handler
                 self.capabilities[capability] = {}
+        modes = tuple(elicitation_modes)
+        if not modes or set(modes) - {"form", "url"}:
+            raise ValueError("elicitation_modes must name 'form', 'url' or both")
+        if elicitation is not None and modes != ("form",):  # {} alone means forms only
+            self.capabilities["elicitation"] = {mode: {} for mode in modes}
         self._on_log = on_log
         if log_level is not None and not is_log_level(log_level):
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
