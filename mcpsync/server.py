@@ -171,7 +171,17 @@ class Server:
             from .client.session import ClientSession
 
             connection = connection_for(target, env=env, cwd=cwd, headers=headers)
-            session = ClientSession(connection, mode=mode, timeout=timeout, on_change=on_change, on_lost=on_lost).open()
+            # The upstream's questions during a call reach that call's client (catalog/relay.py),
+            # which checks each question against that client's own capabilities.
+            session = ClientSession(
+                connection,
+                mode=mode,
+                timeout=timeout,
+                on_change=on_change,
+                on_lost=on_lost,
+                elicitation_modes=("form", "url"),
+                **remote.question_handlers(),
+            ).open()
             if session.era is Era.MODERN:  # a 2026-07-28 server only tells a listener about changes
                 session.listen(tools=True, prompts=True, resources=True, queue_events=False)
             return session

@@ -148,7 +148,7 @@ def request_params(question: Question) -> dict[str, Any]:
     carries an `elicitationId` there (2026-07-28 has none)."""
     params = dict(question.params)
     if question.method == ELICIT and params.get("mode") == "url":
-        params["elicitationId"] = uuid.uuid4().hex
+        params.setdefault("elicitationId", uuid.uuid4().hex)  # a relayed question keeps its upstream's
     return params
 
 

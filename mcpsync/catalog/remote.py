@@ -8,6 +8,12 @@ data, and the relay precedes the result of the call that caused it. The next lis
 (concurrent listers share one fetch); a failed refresh is an error, repeated without asking the
 upstream again until a cooldown passes. A lost upstream's entries disappear (a change is
 published), calls to it fail with a clear error, and the supervisor reconnects it.
+
+Calls are forwarded through the source's `Relay` (relay.py), which also carries the questions an
+upstream asks during a call (elicitation, sampling, roots; a handshake-era upstream's requests, a
+2026-07-28 upstream's `input_required`) to the call's client: as real requests to a handshake-era
+client, as `input_required` rounds to a 2026-07-28 one. `question_handlers()` are the callbacks the
+upstream's client session answers with; giving them declares those capabilities to the upstream.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from typing import Any, Callable
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from .context import Context
+from .relay import ForwardedCall, Relay, parked_call_id, strip_era_fields
 from .service import template_pattern
+
+__all__ = ["ForwardedCall", "RemoteOptions", "RemoteSource", "RemoteTool", "strip_era_fields"]
 
 log = logging.getLogger("mcpsync")
 
@@ -32,21 +41,6 @@ _KIND_OF = {
     "notifications/prompts/list_changed": "prompts",
     "notifications/resources/list_changed": "resources",
 }
-_PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
-
-
-def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
-    """An upstream result without its own era's dressing (mcpsync dresses it for the downstream)."""
-    clean = {k: v for k, v in result.items() if k not in ("resultType", "ttlMs", "cacheScope")}
-    meta = clean.get("_meta")
-    if isinstance(meta, dict):
-        kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META_PREFIX)}
-        if kept:
-            clean["_meta"] = kept
-        else:
-            del clean["_meta"]
-    return clean
-
 
 @dataclass(frozen=True)
 class RemoteOptions:
@@ -120,8 +114,13 @@ class RemoteResource:
     def definition(self) -> dict[str, Any]:
         return dict(self._definition)
 
-    def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
-        return self.source.forward("resources/read", {"uri": uri}, ctx).get("contents", [])
+    def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]] | dict[str, Any]:
+        """The contents; or, when the upstream asked a 2026-07-28 client something, the
+        `input_required` result (which the engine answers as it is)."""
+        result = self.source.forward("resources/read", {"uri": uri}, ctx)
+        if result.get("resultType") == "input_required":
+            return result
+        return result.get("contents", [])
 
 
 class RemoteTemplate(RemoteResource):
@@ -140,32 +139,6 @@ class RemoteTemplate(RemoteResource):
     def complete(self, argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
         ref = {"type": "ref/resource", "uri": self.uri_template}
         return self.source.complete(ref, argument, value, given)
-
-
-class ForwardedCall:
-    """An upstream call on its way, seen from the gateway: results without the upstream era's
-    dressing, failures as McpError naming the upstream."""
-
-    def __init__(self, pending: Any, failure: Callable[[BaseException], McpError]) -> None:
-        self._pending = pending
-        self._failure = failure
-
-    def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None:
-        def done(result: Any, error: BaseException | None) -> None:
-            if error is not None:
-                callback(None, self._failure(error))
-            else:
-                callback(strip_era_fields(result), None)
-
-        self._pending.on_done(done)
-
-    def wait(self, timeout: float) -> dict[str, Any]:
-        try:
-            return strip_era_fields(self._pending.result(timeout))
-        except McpError:
-            raise
-        except McpsyncError as exc:
-            raise self._failure(exc) from exc
 
 
 @dataclass
@@ -200,7 +173,13 @@ class RemoteSource:
         self._closing = False
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
+        self._relay = Relay(name, self.options.call_timeout, self._failure)
         self.last_error: Exception | None = None
+
+    def question_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """The `roots`, `sampling` and `elicitation` callbacks for the upstream's client session:
+        its questions during a forwarded call reach that call's client (see relay.py)."""
+        return self._relay.handlers()
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self, on_change: Callable[[frozenset[str]], None], on_updated: Callable[[str], None]) -> None:
@@ -219,6 +198,7 @@ class RemoteSource:
             self._closing = True
             session, self._session = self._session, None
         self._wake.set()
+        self._relay.close()
         if session is not None:
             session.close()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -257,6 +237,7 @@ class RemoteSource:
         while not (self._closing or lost.is_set()):
             self._wake.wait(1.0)  # a loss or close() ends this within a second
             session.expire_overdue()  # forwarded calls nobody blocks on still end by their deadline
+            self._relay.expire()  # and so do parked ones nobody retried
         with self._lock:
             current, self._session = self._session, None
         if current is not None:
@@ -369,19 +350,20 @@ class RemoteSource:
         """Send one request upstream on behalf of a client and wait for the answer."""
         return self.start_forward(method, params, ctx).wait(self.options.call_timeout + 1.0)
 
-    def start_forward(self, method: str, params: dict[str, Any], ctx: Context) -> "ForwardedCall":
+    def start_forward(self, method: str, params: dict[str, Any], ctx: Context) -> ForwardedCall:
         """Send one request upstream on behalf of a client: progress relayed, the client's cancel
-        forwarded, failures turned into errors that name the upstream."""
+        forwarded, the upstream's questions relayed, failures turned into errors that name the
+        upstream. The retry of a request that answered `input_required` for the upstream's
+        question continues that upstream call instead (relay.py)."""
         session = self._session
-        if session is None:
+        if session is None and parked_call_id(ctx) is None:  # a parked call's retry still gets its answer
             raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable", {"upstream": self.name})
-        progress = ctx.progress if ctx.wants_progress else None
         try:
-            pending = session.start_request(method, params, progress=progress, timeout=self.options.call_timeout)
+            return self._relay.forward(session, method, params, ctx)
+        except McpError:
+            raise
         except McpsyncError as exc:
             raise self._failure(exc) from exc
-        ctx.on_cancel(lambda: pending.cancel("cancelled by the client"))
-        return ForwardedCall(pending, self._failure)
 
     def _failure(self, error: BaseException) -> McpError:
         if isinstance(error, McpError):
