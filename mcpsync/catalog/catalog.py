@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from ..protocol.jsonrpc import invalid_params
+from .remote import STALE
 from .service import Prompt, Resource, ResourceTemplate, Service, Tool
 
 log = logging.getLogger("mcpsync")
@@ -157,6 +158,18 @@ class Catalog:
         if tool is None:
             tool = next((t for r in tuple(self._remotes) if (t := r.find("tools", name)) is not None), None)
         return tool
+
+    def find_tool_known(self, name: str) -> Any:
+        """`find_tool` without asking any upstream: None unless the answer is already known (an
+        upstream whose list is stale could be the one that has it)."""
+        tool = self._snapshot.tool_index.get(name)
+        if tool is not None:
+            return tool
+        for remote in tuple(self._remotes):
+            found = remote.find_known("tools", name)
+            if found is not None:
+                return None if found is STALE else found
+        return None
 
     def list_prompts(self) -> tuple[Any, ...]:
         return self._merged("prompt", self._snapshot.prompts, lambda r: r.prompts(), lambda e: e.name)

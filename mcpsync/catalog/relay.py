@@ -108,40 +108,61 @@ def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
 class ForwardedCall:
     """What one downstream request waits on: the upstream's result without the upstream era's
     dressing, an `McpError` naming the upstream, or (2026-07-28) an `input_required` result with
-    the upstream's questions. The engine defers on it (`on_done`); a worker may `wait`."""
+    the upstream's questions. The engine defers on it (`on_done`); a worker may `wait`.
+
+    A one-shot of its own rather than a `concurrent.futures.Future`: every forwarded call makes
+    one, on the gateway's hot path, and only a waiting worker (prompts, resources) needs an Event."""
+
+    __slots__ = ("_lock", "_outcome", "_callbacks", "_event", "_failure", "_on_timeout")
 
     def __init__(self, failure: Failure, on_timeout: Callable[[str], None] = lambda reason: None) -> None:
-        self._future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._outcome: tuple[Any, BaseException | None] | None = None
+        self._callbacks: list[Callable[[Any, BaseException | None], None]] = []
+        self._event: threading.Event | None = None
         self._failure = failure
         self._on_timeout = on_timeout
 
     def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None:
         """`callback(result, None)` or `callback(None, error)` once it ends, on the thread that
         ends it; at once if it has."""
-
-        def done(future: concurrent.futures.Future[dict[str, Any]]) -> None:
-            error = future.exception()
-            callback(None if error is not None else future.result(), error)
-
-        self._future.add_done_callback(done)
+        with self._lock:
+            if self._outcome is None:
+                self._callbacks.append(callback)
+                return
+            outcome = self._outcome
+        callback(*outcome)
 
     def wait(self, timeout: float) -> dict[str, Any]:
         """The result (raises the McpError); past `timeout` the upstream call is cancelled."""
-        try:
-            return self._future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            self._settle(error=CallTimeout(f"no answer within {timeout:g} s"))  # unless the answer won the race
-            self._on_timeout(f"timed out after {timeout:g} s")
-            return self._future.result(0)
+        with self._lock:
+            if self._outcome is None and self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        if event is not None and not event.wait(timeout):
+            if self._settle(error=CallTimeout(f"no answer within {timeout:g} s")):  # unless the answer won the race
+                self._on_timeout(f"timed out after {timeout:g} s")
+        assert self._outcome is not None
+        result, error = self._outcome
+        if error is not None:
+            raise error
+        return result
 
-    def _settle(self, result: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
-        try:
-            if error is not None:
-                self._future.set_exception(error if isinstance(error, McpError) else self._failure(error))
-            else:
-                self._future.set_result(result if result is not None else {})
-        except concurrent.futures.InvalidStateError:
-            pass  # already ended (a cancel or timeout won)
+    def _settle(self, result: dict[str, Any] | None = None, error: BaseException | None = None) -> bool:
+        """End it (once: False if it had ended, a cancel or a timeout having won)."""
+        if error is not None and not isinstance(error, McpError):
+            error = self._failure(error)
+        with self._lock:
+            if self._outcome is not None:
+                return False
+            self._outcome = outcome = (None, error) if error is not None else (result if result is not None else {}, None)
+            callbacks, self._callbacks = self._callbacks, []
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback in callbacks:
+            callback(*outcome)
+        return True
 
 
 @dataclass(eq=False)
@@ -157,8 +178,9 @@ class UpstreamCall:
     """One forwarded call, from before its request goes upstream until the upstream's final answer
     (and, if that came while the call was parked, until a retry collects it or it expires)."""
 
-    def __init__(self, session: Any, method: str, params: dict[str, Any], ctx: Context, deadline: float, outlet: ForwardedCall) -> None:
-        self.id = secrets.token_urlsafe(16)
+    def __init__(self, number: int, session: Any, method: str, params: dict[str, Any], ctx: Context, deadline: float, outlet: ForwardedCall) -> None:
+        self.number = number  # its key among the calls in flight
+        self.token: str | None = None  # its key once parked: random, as it travels in the sealed state
         self.session = session
         self.method = method
         self.params = params
@@ -173,7 +195,7 @@ class UpstreamCall:
         self.outlet: ForwardedCall | None = outlet
         self.questions: list[_Question] = []
         self.final: tuple[Any, BaseException | None] | None = None
-        self.ended = threading.Event()  # the upstream answered (or the call was abandoned)
+        self.ended: threading.Event | None = None  # made (under the relay's lock) for a thread that waits for the end
         self.batching = False  # a question's thread is collecting its siblings for one round
         self._keys = itertools.count(1)
 
@@ -213,7 +235,8 @@ class Relay:
         self.batch_window = batch_window
         self._failure = failure
         self._lock = threading.Lock()
-        self._in_flight: dict[str, UpstreamCall] = {}  # the upstream has not answered yet
+        self._numbers = itertools.count(1)
+        self._in_flight: dict[int, UpstreamCall] = {}  # the upstream has not answered yet
         self._parked: dict[str, UpstreamCall] = {}  # waiting for the downstream's retry
 
     # -- forwarding ------------------------------------------------------------------------------
@@ -225,16 +248,16 @@ class Relay:
         if call_id is not None:
             return self.resume(call_id, ctx)
         outlet = ForwardedCall(self._failure)
-        call = UpstreamCall(session, method, params, ctx, time.monotonic() + self.call_timeout, outlet)
+        call = UpstreamCall(next(self._numbers), session, method, params, ctx, time.monotonic() + self.call_timeout, outlet)
         outlet._on_timeout = call.cancel
         with self._lock:  # before the request goes out: its first question may come at once
-            self._in_flight[call.id] = call
+            self._in_flight[call.number] = call
         progress = call.progress if ctx.wants_progress else None
         try:
             call.pending = session.start_request(method, params, progress=progress, timeout=self.call_timeout)
         except BaseException:
             with self._lock:
-                self._in_flight.pop(call.id, None)
+                self._in_flight.pop(call.number, None)
             raise
         ctx.on_cancel(lambda: self._cancelled_by(call, ctx))
         try:
@@ -300,10 +323,12 @@ class Relay:
         with self._lock:
             if call.final is not None:
                 return
-            self._in_flight.pop(call.id, None)
+            self._in_flight.pop(call.number, None)
             call.final = (result, error)
             outlet, call.outlet, call.ctx = call.outlet, None, None  # none: parked (kept for the retry) or abandoned
-        call.ended.set()
+            ended = call.ended
+        if ended is not None:
+            ended.set()
         for waiting in call.questions:
             _settle(waiting.answer, error=McpError(ErrorCode.INTERNAL_ERROR, f"the call to upstream '{self.upstream}' ended before the client answered"))
         if outlet is not None:
@@ -481,8 +506,11 @@ class Relay:
             call.questions.append(waiting)
             collect = not call.batching
             call.batching = True
+            if collect and call.ended is None:
+                call.ended = threading.Event()
+            ended = call.ended
         if collect:
-            call.ended.wait(self.batch_window)  # its siblings, sent with it, join this round
+            ended.wait(self.batch_window)  # its siblings, sent with it, join this round (the end cuts it short)
             with self._lock:
                 call.batching = False
             self._ask_downstream(call)
@@ -519,7 +547,9 @@ class Relay:
                 for waiting in asking:
                     waiting.asked = True
                 call.ctx = call.outlet = None
-                self._parked[call.id] = call
+                if call.token is None:
+                    call.token = secrets.token_urlsafe(16)
+                self._parked[call.token] = call
         for waiting, refusal in refused:
             _settle(waiting.answer, error=refusal)
         if upstream_round_refused:  # a 2026-07-28 upstream's round cannot be half answered
@@ -528,10 +558,10 @@ class Relay:
         if not asking and not state_only:
             return
         try:
-            result = ctx.input_required(*(waiting.question for waiting in asking), state={STATE_KEY: call.id})
+            result = ctx.input_required(*(waiting.question for waiting in asking), state={STATE_KEY: call.token})
         except McpsyncError as exc:  # this request cannot answer input_required after all
             with self._lock:
-                self._parked.pop(call.id, None)
+                self._parked.pop(call.token, None)
                 call.ctx, call.outlet = ctx, outlet
             error = exc if isinstance(exc, McpError) else McpError(ErrorCode.INTERNAL_ERROR, f"the client cannot be asked: {exc}")
             for waiting in asking:
@@ -549,7 +579,7 @@ class Relay:
         with self._lock:
             overdue = [call for call in self._parked.values() if call.deadline <= now]
             for call in overdue:
-                del self._parked[call.id]
+                del self._parked[call.token]
         for call in overdue:
             if call.final is None:
                 call.cancel("the client did not retry in time")

@@ -152,6 +152,9 @@ class _Cache:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+STALE = object()
+"""`find_known`: the list is not known (or not fresh); only a fetch could say."""
+
 Connector = Callable[[Callable[[str, dict[str, Any]], None], Callable[[Exception], None]], Any]
 """Opens a client session with the upstream, wiring the given change and loss callbacks (the
 session's `on_change` and `on_lost`); returns the open session."""
@@ -289,6 +292,14 @@ class RemoteSource:
         if cache.stale:
             self._entries(kind)
         return cache.by_name.get(name) if self._session is not None else None
+
+    def find_known(self, kind: str, name: str) -> Any:
+        """Without asking the upstream: the entry exposed as `name` if the list is known and fresh,
+        None if it is not there; `STALE` when only a fetch could tell."""
+        cache = self._caches[kind]
+        if cache.stale or self._session is None:
+            return STALE
+        return cache.by_name.get(name)
 
     def _entries(self, kind: str) -> tuple[Any, ...]:
         cache = self._caches[kind]

@@ -101,6 +101,17 @@ class Engine:
             return tool is None or not getattr(tool, "takes_context", False)
         return request.method in INLINE_METHODS
 
+    def forwards_at_once(self, request: Request) -> bool:
+        """Whether `request` is a tool call forwarded to an upstream server without an interceptor
+        around it: executing it only sends the call upstream (the answer comes later, on the
+        thread that reads the upstream's), so a transport's reader may execute it itself,
+        sparing the hand-off to a worker on the gateway's hot path."""
+        if self.interceptors or request.method != "tools/call":
+            return False
+        name = request.params.get("name")
+        tool = self.catalog.find_tool_known(name) if isinstance(name, str) else None  # never asks an upstream
+        return tool is not None and hasattr(tool, "start")
+
     def is_era_distinctive(self, request: Request) -> bool:
         """Requests the reader must finish before reading on while the era is unlocked."""
         return request.method == "initialize" or claims_modern(request.params)

@@ -394,13 +394,15 @@ class StdioServer:
             return
         exchange = _Exchange(request, self._output, self._asks)
         self._inflight[request.id] = exchange
-        assert self._executor is not None
-        try:
-            future = self._executor.submit(self._execute, request, exchange)
-        except RuntimeError:  # the executor is shutting down
-            self._inflight.pop(request.id, None)
-            return
-        exchange.future = future
+        if self._engine.forwards_at_once(request):
+            self._execute(request, exchange)  # here: it only sends the call upstream
+        else:
+            assert self._executor is not None
+            try:
+                exchange.future = self._executor.submit(self._execute, request, exchange)
+            except RuntimeError:  # the executor is shutting down
+                self._inflight.pop(request.id, None)
+                return
         if self._must_finish_first(request):
             self._blocking = exchange.answered
             exchange.answered.add_done_callback(self._wake_reader)
