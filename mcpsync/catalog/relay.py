@@ -69,6 +69,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .._futures import settle
 from ..errors import CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
@@ -140,7 +141,7 @@ class ForwardedCall:
                 self._event = threading.Event()
             event = self._event
         if event is not None and not event.wait(timeout):
-            if self._settle(error=CallTimeout(f"no answer within {timeout:g} s")):  # unless the answer won the race
+            if self.settle(error=CallTimeout(f"no answer within {timeout:g} s")):  # unless the answer won the race
                 self._on_timeout(f"timed out after {timeout:g} s")
         assert self._outcome is not None
         result, error = self._outcome
@@ -148,7 +149,7 @@ class ForwardedCall:
             raise error
         return result
 
-    def _settle(self, result: dict[str, Any] | None = None, error: BaseException | None = None) -> bool:
+    def settle(self, result: dict[str, Any] | None = None, error: BaseException | None = None) -> bool:
         """End it (once: False if it had ended, a cancel or a timeout having won)."""
         if error is not None and not isinstance(error, McpError):
             error = self._failure(error)
@@ -293,7 +294,7 @@ class Relay:
             return outlet
         ctx.on_cancel(lambda: self._cancelled_by(call, ctx))
         for waiting, answer in answered:
-            _settle(waiting.answer, result=answer)  # to the upstream (its thread, or its next retry)
+            settle(waiting.answer, result=answer)  # to the upstream (its thread, or its next retry)
         waiting_round = call.round
         if waiting_round is not None and not waiting_round.questions and waiting_round.delivered:
             self._retry_upstream(call, waiting_round)  # a state-only round: the client came back
@@ -330,17 +331,17 @@ class Relay:
         if ended is not None:
             ended.set()
         for waiting in call.questions:
-            _settle(waiting.answer, error=McpError(ErrorCode.INTERNAL_ERROR, f"the call to upstream '{self.upstream}' ended before the client answered"))
+            settle(waiting.answer, error=McpError(ErrorCode.INTERNAL_ERROR, f"the call to upstream '{self.upstream}' ended before the client answered"))
         if outlet is not None:
             self._end(call, outlet, result, error)
 
     def _end(self, call: UpstreamCall, outlet: ForwardedCall, result: Any, error: BaseException | None) -> None:
         if error is not None:
-            outlet._settle(error=self._failure(error))
+            outlet.settle(error=self._failure(error))
         elif not isinstance(result, dict):
-            outlet._settle(error=self._failure(McpsyncError("the upstream's result is not an object")))
+            outlet.settle(error=self._failure(McpsyncError("the upstream's result is not an object")))
         else:
-            outlet._settle(result=strip_era_fields(result))
+            outlet.settle(result=strip_era_fields(result))
 
     # -- a 2026-07-28 upstream's input_required ---------------------------------------------------
     def _upstream_asks(self, call: UpstreamCall, result: dict[str, Any]) -> None:
@@ -387,11 +388,11 @@ class Relay:
                 return
             ctx.ask(*(waiting.question for waiting in waiting_round.questions), timeout=remaining)
             for waiting in waiting_round.questions:
-                _settle(waiting.answer, result=ctx.used_answers[waiting.question.key])
+                settle(waiting.answer, result=ctx.used_answers[waiting.question.key])
         except McpsyncError as exc:
             error = exc if isinstance(exc, McpError) else McpError(ErrorCode.INTERNAL_ERROR, f"no answer from the client: {exc}")
             for waiting in waiting_round.questions:
-                _settle(waiting.answer, error=error)
+                settle(waiting.answer, error=error)
             if not waiting_round.questions:
                 self._finish(call, None, error)
 
@@ -551,7 +552,7 @@ class Relay:
                     call.token = secrets.token_urlsafe(16)
                 self._parked[call.token] = call
         for waiting, refusal in refused:
-            _settle(waiting.answer, error=refusal)
+            settle(waiting.answer, error=refusal)
         if upstream_round_refused:  # a 2026-07-28 upstream's round cannot be half answered
             self._finish(call, *self._unanswerable(call, refused[0][0].question, refused[0][1]))
             return
@@ -565,11 +566,11 @@ class Relay:
                 call.ctx, call.outlet = ctx, outlet
             error = exc if isinstance(exc, McpError) else McpError(ErrorCode.INTERNAL_ERROR, f"the client cannot be asked: {exc}")
             for waiting in asking:
-                _settle(waiting.answer, error=error)
+                settle(waiting.answer, error=error)
             if state_only:
                 self._finish(call, None, error)
             return
-        outlet._settle(result=result)
+        outlet.settle(result=result)
 
     # -- housekeeping ----------------------------------------------------------------------------
     def expire(self, now: float | None = None) -> int:
@@ -615,13 +616,3 @@ def parked_call_id(ctx: Context) -> str | None:
     if isinstance(state, dict) and isinstance(state.get(STATE_KEY), str):
         return state[STATE_KEY]
     return None
-
-
-def _settle(future: "concurrent.futures.Future[Any]", *, result: Any = None, error: BaseException | None = None) -> None:
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass

@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+from .._futures import settle
 from .. import __version__
 from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
@@ -308,7 +309,7 @@ class ClientSession:
         try:
             self._send_request(request_id, method, params, pending.progress_token, self.timeout if timeout is None else timeout)
         except BaseException as exc:
-            _settle(pending.future, error=exc)
+            settle(pending.future, error=exc)
             raise
         if timeout is not None:
             pending.deadline = (time.monotonic() + timeout, call)
@@ -593,11 +594,11 @@ class ClientSession:
             return  # a call that timed out or was cancelled
         if response.error is not None:
             error = response.error
-            _settle(pending.future, error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
+            settle(pending.future, error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
         elif not isinstance(response.result, dict):
-            _settle(pending.future, error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
+            settle(pending.future, error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
         else:
-            _settle(pending.future, result=response.result)
+            settle(pending.future, result=response.result)
 
     def _on_notification(self, notification: Notification) -> None:
         method, params = notification.method, notification.params
@@ -672,7 +673,7 @@ class ClientSession:
             self._pending.clear()
             self._by_token.clear()
         for entry in pending:
-            _settle(entry.future, error=error)
+            settle(entry.future, error=error)
 
 
 class PendingCall:
@@ -709,14 +710,14 @@ class PendingCall:
             return
         if self.method != "initialize":
             self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
-        _settle(self._pending.future, error=CallTimeout(f"{self.method} got no answer within {limit} s"))
+        settle(self._pending.future, error=CallTimeout(f"{self.method} got no answer within {limit} s"))
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""
         if self._pending.future.done():
             return
         self._session._cancel_on_wire(self.id, reason)
-        _settle(self._pending.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+        settle(self._pending.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:
@@ -724,14 +725,3 @@ def _safely(callback: Callable[..., Any], *args: Any) -> None:
         callback(*args)
     except Exception:
         log.exception("a client callback raised")
-
-
-def _settle(future: concurrent.futures.Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
-    """Complete a future once; a second answer (a late duplicate) is ignored."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        pass

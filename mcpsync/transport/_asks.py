@@ -12,16 +12,14 @@ asker waits on its future with its own deadline.
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .._futures import settle
 from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Response
-
-log = logging.getLogger("mcpsync")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +69,11 @@ class PendingAsks:
             code, message = response.error.get("code"), response.error.get("message")
             if type(code) is not int or type(message) is not str:
                 code, message = ErrorCode.INTERNAL_ERROR, f"the client answered {ask.method} with a malformed error"
-            _settle(ask.future, error=McpError(code, message, response.error.get("data")))
+            settle(ask.future, error=McpError(code, message, response.error.get("data")))
         elif type(response.result) is not dict:
-            _settle(ask.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"the client answered {ask.method} with a result that is not an object"))
+            settle(ask.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"the client answered {ask.method} with a result that is not an object"))
         else:
-            _settle(ask.future, result=response.result)
+            settle(ask.future, result=response.result)
         return True
 
     def abandon(self, exchange: Any, reason: str) -> list[str]:
@@ -87,7 +85,7 @@ class PendingAsks:
             ids = [ask_id for ask_id, ask in self._pending.items() if ask.exchange is exchange]
             asks = [self._pending.pop(ask_id) for ask_id in ids]
         for ask in asks:
-            _settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
+            settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
         return ids
 
     def end(self, reason: str) -> None:
@@ -98,7 +96,7 @@ class PendingAsks:
             asks = list(self._pending.values())
             self._pending.clear()
         for ask in asks:
-            _settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
+            settle(ask.future, error=McpsyncError(f"no answer to {ask.method}: {reason}"))
 
 
 def request_frame(ask_id: str, method: str, params: dict[str, Any]) -> bytes:
@@ -112,14 +110,3 @@ def request_frame(ask_id: str, method: str, params: dict[str, Any]) -> bytes:
 def cancelled_frame(ask_id: str, reason: str) -> bytes:
     """Tells the client an ask needs no answer any more."""
     return jsonrpc.encode(jsonrpc.notification_frame("notifications/cancelled", {"requestId": ask_id, "reason": reason}))
-
-
-def _settle(future: "concurrent.futures.Future[Any]", *, result: Any = None, error: BaseException | None = None) -> None:
-    """Resolve or fail a future unless its waiter already gave up on it (cancelled it)."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-    except concurrent.futures.InvalidStateError:
-        log.debug("an answer came for a request the server no longer waits for")

@@ -349,7 +349,17 @@ class WsgiTransport:
     ) -> Iterable[bytes]:
         request = exchange.request
         if self._engine.runs_inline(request):
-            return self._run_inline(start_response, exchange, session, era, header_check, created)
+            # It cannot speak before its answer, so nothing could stream before it returns: run it
+            # on this WSGI thread, sparing the two thread switches of the hand-off to a worker. (A
+            # forwarded call returns at once; its answer and progress still come through the channel.)
+            with self._lock:
+                if self._closing:
+                    exchange.answer(Final(None))
+                    raise _Refused(503, "the server is shutting down", request.id)
+                self._inflight.add(exchange)
+            exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
+            self._execute(exchange, session, era, header_check)
+            return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
         with self._lock:
             work = None
             if not self._closing:
@@ -366,28 +376,6 @@ class WsgiTransport:
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         deadline = None if request.method == "subscriptions/listen" else time.monotonic() + self._request_timeout
         return self._respond(start_response, exchange, deadline, created)
-
-    def _run_inline(
-        self,
-        start_response: Callable[..., Any],
-        exchange: Exchange,
-        session: Session,
-        era: Era,
-        header_check: Callable[[Request, Any], None] | None,
-        created: HttpSession | None,
-    ) -> Iterable[bytes]:
-        """A request that cannot speak before its answer runs on this WSGI thread: nothing can
-        stream before it returns, so the hand-off to a worker would only cost two thread switches.
-        (A forwarded call returns at once; its answer and the upstream's progress still arrive
-        through the channel.)"""
-        with self._lock:
-            if self._closing:
-                exchange.answer(Final(None))
-                raise _Refused(503, "the server is shutting down", exchange.request.id)
-            self._inflight.add(exchange)
-        exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
-        self._execute(exchange, session, era, header_check)
-        return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
 
     def _work_done(self, work: concurrent.futures.Future[None]) -> None:
         with self._lock:

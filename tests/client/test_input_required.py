@@ -23,7 +23,7 @@ from mcpsync.client.http import HttpConnection
 from mcpsync import InputRoundsExceeded, MissingCallback
 
 from .._timeouts import LONG, SHORT
-from .fake_server import ask, command, received, script
+from .fake_server import ask, received, script
 from .mock_http_server import MODERN, META_PROTOCOL_VERSION, MockServer, Recorded, Reply
 
 pytestmark = pytest.mark.timeout(60)
@@ -80,20 +80,9 @@ class Recorder:
 
 
 @pytest.fixture
-def open_fake():
-    """open_fake(*flags, **connect_options) -> an open session (modern unless told); all closed after."""
-    sessions: list[ClientSession] = []
-
-    def open_(*flags: str, **options: Any) -> ClientSession:
-        options.setdefault("timeout", LONG)
-        options.setdefault("mode", "modern")
-        session = mcpsync.connect(command(*flags), **options)
-        sessions.append(session)
-        return session
-
-    yield open_
-    for session in sessions:
-        session.close()
+def open_fake(open_fake: Callable[..., ClientSession]) -> Callable[..., ClientSession]:
+    """The shared `open_fake`, opening 2026-07-28 sessions unless told otherwise."""
+    return lambda *flags, **options: open_fake(*flags, **{"mode": "modern", **options})
 
 
 def sent(session: ClientSession, wire_method: str) -> list[dict[str, Any]]:

@@ -14,31 +14,15 @@ from typing import Any, Callable
 
 import pytest
 
-import mcpsync
 from mcpsync import CallTimeout, ConnectionLost, ListChanged, McpError, ResourceUpdated
 from mcpsync.client import ClientSession, Listener
 
 from .._timeouts import LONG
-from .fake_server import command, push, received
+from .fake_server import push, received
 
 pytestmark = pytest.mark.timeout(60)
 
 SUB_KEY = "io.modelcontextprotocol/subscriptionId"
-
-
-@pytest.fixture
-def open_fake():
-    sessions: list[ClientSession] = []
-
-    def open_(*flags: str, **options: Any) -> ClientSession:
-        options.setdefault("timeout", LONG)
-        session = mcpsync.connect(command(*flags), **options)
-        sessions.append(session)
-        return session
-
-    yield open_
-    for session in sessions:
-        session.close()
 
 
 def note(method: str, params: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:

@@ -34,22 +34,6 @@ META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 BIG = 1 << 20  # far more than a pipe holds
 
 
-@pytest.fixture
-def open_fake():
-    """open_fake(*flags, **connect_options) -> an open session; every one is closed afterwards."""
-    sessions: list[ClientSession] = []
-
-    def open_(*flags: str, **options: Any) -> ClientSession:
-        options.setdefault("timeout", LONG)
-        session = mcpsync.connect(command(*flags), **options)
-        sessions.append(session)
-        return session
-
-    yield open_
-    for session in sessions:
-        session.close()
-
-
 def start_thread(target: Any, name: str) -> threading.Thread:
     thread = threading.Thread(target=target, name=name)
     thread.start()

@@ -26,6 +26,7 @@ from mcpsync.engine.engine import Engine
 from mcpsync.engine.request_state import RequestStateSealer
 from mcpsync.protocol.jsonrpc import McpError
 from mcpsync.protocol.versions import META_SERVER_INFO
+from mcpsync.transport._cancellation import Cancellable
 from tests._timeouts import LONG
 from tests.helpers import SERVER_INFO, EngineHarness, FakeExchange
 
@@ -541,26 +542,25 @@ def test_a_returned_input_required_with_questions_asks_them(h: EngineHarness) ->
 
 # == handshake era ===================================================================================
 
-class AskingExchange(FakeExchange):
+class AskingExchange(FakeExchange, Cancellable):
     """A FakeExchange that can ask the client: `ask()` records each request and returns a future.
 
     `answers` is a script, used in order: a dict resolves the future, an exception fails it. The
     futures of a group of `batch` requests are resolved only once the whole group was asked (so a
     Context that waited before sending the rest would never get its answers). With no script left
     the futures stay pending, for the test to resolve or cancel. Cancellation works like the
-    transports' `Cancellable`: `cancel()` sets the event and runs the `on_cancel` callbacks.
+    transports' (it is a `Cancellable`): `cancel()` sets the event and runs the `on_cancel` callbacks.
     """
 
     def __init__(self, answers: list[Any] | None = None, *, batch: int = 1) -> None:
-        super().__init__()
+        FakeExchange.__init__(self)
+        Cancellable.__init__(self)
         self.asked: list[tuple[str, dict[str, Any]]] = []
         self.futures: list[concurrent.futures.Future[dict[str, Any]]] = []
         self.asked_event = threading.Event()
         self._script = list(answers or [])
         self._batch = batch
         self._pending: list[concurrent.futures.Future[dict[str, Any]]] = []
-        self._callbacks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
 
     def ask(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
@@ -577,20 +577,6 @@ class AskingExchange(FakeExchange):
             self._pending = []
         self.asked_event.set()
         return future
-
-    def on_cancel(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            if not self.cancel_event.is_set():
-                self._callbacks.append(callback)
-                return
-        callback()
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.cancel_event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
 
 
 def handshake(version: str = "2025-11-25", caps: Any = ALL_CAPS, **engine_options: Any) -> EngineHarness:

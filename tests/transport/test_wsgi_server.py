@@ -414,10 +414,14 @@ def test_environ_of_a_post(harness: Harness) -> None:
     assert environ["wsgi.multithread"] is True
 
 
-def test_environ_of_a_get_without_body_or_query(harness: Harness) -> None:
+def _echo(harness: Harness) -> tuple["Echo", Any]:
+    """A server running an `Echo` app, and a client connected to it."""
     app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    return app, harness.connect(harness.start(app))
+
+
+def test_environ_of_a_get_without_body_or_query(harness: Harness) -> None:
+    app, client = _echo(harness)
     client.send(request("GET", "/plain", version="HTTP/1.0"))
     assert client.read_response().status == 200
     environ, body = app.next()
@@ -429,9 +433,7 @@ def test_environ_of_a_get_without_body_or_query(harness: Harness) -> None:
 
 
 def test_path_info_is_percent_decoded_as_latin1(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(request("GET", "/caf%C3%A9/a%20b%2Fc?q=caf%C3%A9"))
     assert client.read_response().status == 200
     environ, _ = app.next()
@@ -441,9 +443,7 @@ def test_path_info_is_percent_decoded_as_latin1(harness: Harness) -> None:
 
 
 def test_duplicate_headers_are_joined(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(request(headers=[("X-Multi", "one"), ("x-multi", "two"), ("X-MULTI", "three"), ("Accept", "a/b")]))
     assert client.read_response().status == 200
     environ, _ = app.next()
@@ -452,9 +452,7 @@ def test_duplicate_headers_are_joined(harness: Harness) -> None:
 
 
 def test_header_value_whitespace_is_trimmed(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(b"GET / HTTP/1.1\r\nHost: test\r\nX-Padded: \t  spaced value \t\r\nX-Tight:v\r\n\r\n")
     assert client.read_response().status == 200
     environ, _ = app.next()
@@ -463,9 +461,7 @@ def test_header_value_whitespace_is_trimmed(harness: Harness) -> None:
 
 
 def test_header_names_with_an_underscore_are_dropped(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(request(headers=[("X_Forwarded_For", "spoofed"), ("X-Forwarded-For", "real"), ("Only_Underscore", "x")]))
     assert client.read_response().status == 200
     environ, _ = app.next()
@@ -474,9 +470,7 @@ def test_header_names_with_an_underscore_are_dropped(harness: Harness) -> None:
 
 
 def test_absolute_form_target(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(request("GET", "http://example.com:8080/a%20b/c?x=1&y=http://z/"))
     client.send(request("GET", "http://example.com"))
     assert client.read_response().status == 200
@@ -488,9 +482,7 @@ def test_absolute_form_target(harness: Harness) -> None:
 
 
 def test_absolute_form_target_with_query_and_no_path(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(request("GET", "http://example.com?next=/admin"))
     assert client.read_response().status == 200
     environ, _ = app.next()
@@ -584,9 +576,7 @@ def test_refusal_of_a_large_body_reaches_the_client(harness: Harness) -> None:
 
 
 def test_chunked_body_is_decoded(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     body = (
         b"5;name=value\r\nhello\r\n"  # a chunk extension
         b"A ; other\r\n, chunked!\r\n"  # upper-case hex, whitespace before the extension
@@ -623,9 +613,7 @@ def test_chunked_body_over_max_body_bytes_is_refused_413(harness: Harness) -> No
 
 @pytest.mark.parametrize("size_line", [b"zz", b"", b"-5", b"5 5"])
 def test_malformed_chunk_size_is_refused_400(harness: Harness, size_line: bytes) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(chunked_post(size_line + b"\r\nhello\r\n0\r\n\r\n"))
     reply = client.read_response()
     assert reply.status == 400
@@ -636,9 +624,7 @@ def test_malformed_chunk_size_is_refused_400(harness: Harness, size_line: bytes)
 
 @pytest.mark.parametrize("size_line", [b"0x5", b"+5", b"0_5"])
 def test_lenient_chunk_size_is_refused_400(harness: Harness, size_line: bytes) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     # chunk-size = 1*HEXDIG (RFC 9112 §7.1): a proxy in front may frame these differently (smuggling)
     client.send(chunked_post(size_line + b"\r\nhello\r\n0\r\n\r\n"))
     reply = client.read_response()
@@ -646,9 +632,7 @@ def test_lenient_chunk_size_is_refused_400(harness: Harness, size_line: bytes) -
 
 
 def test_expect_100_continue_before_a_content_length_body(harness: Harness) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(request("POST", "/", headers=[("Expect", "100-continue"), ("Content-Length", "5")]))
     interim = client.read_response()  # before any byte of the body is sent
     assert interim.status == 100 and interim.reason == "Continue"
@@ -735,9 +719,7 @@ REFUSALS = {
 
 @pytest.mark.parametrize(("data", "status"), list(REFUSALS.values()), ids=list(REFUSALS))
 def test_refused_with_connection_close(harness: Harness, data: bytes, status: int) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(data)
     reply = client.read_response()
     assert reply.status == status
@@ -779,9 +761,7 @@ def test_refusal_has_a_date_header(harness: Harness) -> None:
     ids=["no host", "two hosts"],
 )
 def test_http11_host_rules(harness: Harness, data: bytes) -> None:
-    app = Echo()
-    server = harness.start(app)
-    client = harness.connect(server)
+    app, client = _echo(harness)
     client.send(data)
     assert client.read_response().status == 400
     assert app.seen.empty()
@@ -1085,8 +1065,8 @@ def test_first_chunk_reaches_the_client_before_the_second_is_produced(harness: H
         gate.set()
 
 
-def test_client_closing_mid_stream_closes_the_body_iterable(harness: Harness) -> None:
-    ticker = Ticker()
+def _ticking_stream(harness: Harness, ticker: "Ticker") -> tuple[Any, Any]:
+    """A server streaming `ticker`, and a client that has read its first tick."""
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         start_response("200 OK", [("Content-Type", "text/event-stream")])
@@ -1094,10 +1074,16 @@ def test_client_closing_mid_stream_closes_the_body_iterable(harness: Harness) ->
 
     server = harness.start(app)
     client = harness.connect(server)
+    client.send(request())
+    client.read_head()
+    assert client.read_chunk() == b"tick\n"
+    return server, client
+
+
+def test_client_closing_mid_stream_closes_the_body_iterable(harness: Harness) -> None:
+    ticker = Ticker()
     try:
-        client.send(request())
-        client.read_head()
-        assert client.read_chunk() == b"tick\n"
+        _, client = _ticking_stream(harness, ticker)
         client.close()
         # the next write or two fails, and the server closes the iterable
         assert ticker.closed.wait(LONG), "close() was not called on the response iterable"
@@ -1241,17 +1227,8 @@ def test_stop_lets_a_busy_response_finish(harness: Harness) -> None:
 
 def test_stop_cuts_a_stream_that_does_not_finish(harness: Harness) -> None:
     ticker = Ticker()
-
-    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        start_response("200 OK", [("Content-Type", "text/event-stream")])
-        return ticker
-
-    server = harness.start(app)
-    client = harness.connect(server)
     try:
-        client.send(request())
-        client.read_head()
-        assert client.read_chunk() == b"tick\n"
+        server, _ = _ticking_stream(harness, ticker)
         started = time.monotonic()
         server.stop(timeout=0.2)  # the deadline passes with the stream still going: it is cut
         assert time.monotonic() - started < LONG / 2
