@@ -10,7 +10,6 @@ answered as is; any other exception is a bug, logged with a correlation id and a
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import uuid
 from typing import Any, Callable, Iterable
@@ -210,22 +209,27 @@ class Engine:
 
     def _defer(self, call: Call, forwarded: "operations.Forwarded") -> Deferred:
         """Chain the rest of the request onto a call that ends later, on the thread that ends it."""
-        future: "concurrent.futures.Future[Outcome]" = concurrent.futures.Future()
 
-        def done(result: Any, error: BaseException | None) -> None:
-            try:
-                if error is None:
-                    outcome: Outcome = Success(forwarded.finish(result))
-                elif isinstance(error, McpError):
-                    outcome = Failure(error)
-                else:
-                    outcome = Failure(forwarded.fail(error))
-                future.set_result(self._conclude(call, outcome))
-            except Exception:  # a bug: never leave the request unanswered
-                future.set_result(Failure(self._internal_error(call)))
+        def then(deliver: Callable[[Outcome], None]) -> None:
+            def done(result: Any, error: BaseException | None) -> None:
+                try:
+                    if error is None:
+                        outcome: Outcome = Success(forwarded.finish(result))
+                    elif isinstance(error, McpError):
+                        outcome = Failure(error)
+                    else:
+                        outcome = Failure(forwarded.fail(error))
+                    final = self._conclude(call, outcome)
+                except Exception:  # a bug: never leave the request unanswered
+                    final = Failure(self._internal_error(call))
+                try:
+                    deliver(final)
+                except Exception:  # the transport's bug; the thread that ended the call goes on
+                    log.exception("delivering the answer to %s (id %r) failed", call.method, call.request.id)
 
-        forwarded.call.on_done(done)
-        return Deferred(future)
+            forwarded.call.on_done(done)
+
+        return Deferred(then)
 
     def _guard(self, hook: Callable[[], Outcome], call: Call) -> Outcome:
         try:

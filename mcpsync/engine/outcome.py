@@ -7,7 +7,6 @@ which era to lock once the result has been written (the lock point of BEHAVIOR.m
 
 from __future__ import annotations
 
-import concurrent.futures
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Union
 
@@ -41,10 +40,12 @@ class NoResponse:
 
 @dataclass(frozen=True, slots=True)
 class Deferred:
-    """The outcome comes later (a call forwarded upstream): `future` resolves to the final outcome,
-    on the thread that completes it. The transport answers then; no worker waits meanwhile."""
+    """The outcome comes later (a call forwarded upstream): `then(deliver)` has `deliver(outcome)`
+    called once with the final outcome, on the thread that completes it (at once if it has). The
+    transport answers then; no worker waits meanwhile. (A callback, not a Future: this is the
+    gateway's hot path, and nobody ever blocks on it.)"""
 
-    future: "concurrent.futures.Future[Outcome]"
+    then: "Callable[[Callable[[Outcome], None]], None]"
 
 
 Outcome = Union[Success, Failure, Subscribed, NoResponse, Deferred]

@@ -394,7 +394,7 @@ class WsgiTransport:
             log.exception("engine failed on %s", request.method)
             outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
         if isinstance(outcome, Deferred):  # answered by whichever thread resolves it
-            outcome.future.add_done_callback(lambda future: self._complete(exchange, era, future.result()))
+            outcome.then(lambda final: self._complete(exchange, era, final))
         else:
             self._complete(exchange, era, outcome)
 

@@ -459,7 +459,7 @@ class StdioServer:
             log.exception("engine failed on %s", request.method)
             outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
         if isinstance(outcome, Deferred):  # answered by whichever thread resolves it
-            outcome.future.add_done_callback(lambda future: self._complete(request, exchange, future.result()))
+            outcome.then(lambda final: self._complete(request, exchange, final))
         else:
             self._complete(request, exchange, outcome)
 
