@@ -365,3 +365,35 @@ def test_mounted_beside_another_wsgi_app_with_a_body_limit() -> None:
             assert session.list_tools() == []
     finally:
         assert server.close(LONG)
+
+
+# -- the client's Mcp-Param-* headers ----------------------------------------------------------------
+
+REGION_SCHEMA = {
+    "type": "object",
+    "properties": {"region": {"type": "string", "x-mcp-header": "Region"}, "note": {"type": "string"}},
+    "additionalProperties": False,
+}
+
+
+def test_the_client_mirrors_annotated_arguments_into_headers_learning_them_when_refused() -> None:
+    """A 2026-07-28 tools/call repeats each `x-mcp-header` argument as `Mcp-Param-<Token>`, which
+    the server checks (-32020). The client learns which from tools/list; one that calls before
+    listing is refused once, lists, and retries, so the script just sees the result."""
+    service = Service("regions")
+
+    @service.tool(input_schema=REGION_SCHEMA)
+    def forecast(region: str = "nowhere", note: str = "") -> str:
+        return f"sunny in {region}"
+
+    server = Server("regions", services=[service], shutdown_timeout=LONG)
+    serving = server.start_http("127.0.0.1", 0, keepalive=0.1, threads=8)
+    try:
+        with mcpsync.connect(serving.url, mode="modern", timeout=LONG) as session:  # has not listed
+            assert session.call_tool("forecast", {"region": "Île-de-France"})["content"][0]["text"] == "sunny in Île-de-France"
+        with mcpsync.connect(serving.url, mode="modern", timeout=LONG) as session:
+            assert [tool["name"] for tool in session.list_tools()] == ["forecast"]
+            assert session.call_tool("forecast", {"region": "north", "note": "x"})["content"][0]["text"] == "sunny in north"
+            assert session.call_tool("forecast", {})["content"][0]["text"] == "sunny in nowhere"  # absent: no header
+    finally:
+        assert server.close(LONG)

@@ -45,6 +45,7 @@ import ujson
 from ..errors import ConnectionLost, McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, Message, Response
+from ..protocol.param_headers import ParamHeader, param_headers, render_value, value_at
 from ..protocol.versions import META_PROTOCOL_VERSION
 
 log = logging.getLogger("mcpsync.client")
@@ -256,6 +257,7 @@ class HttpConnection:
         if not self._target.isascii() or any(c.isspace() or not c.isprintable() for c in self._target):
             raise ValueError(f"the path of {url!r} must be percent-encoded ASCII")
         self._user_headers = _checked_headers(headers or {})
+        self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}  # tool name -> its Mcp-Param-* headers
         self._ssl_context = ssl_context
         self._lock = threading.Lock()
         self._on_message: OnMessage | None = None
@@ -637,6 +639,17 @@ class HttpConnection:
             if conn is not None:
                 conn.close()
 
+    def know_tools(self, tools: list[dict[str, Any]]) -> None:
+        """The tools the server listed: their `inputSchema`s say which arguments a 2026-07-28
+        `tools/call` repeats as `Mcp-Param-<Token>` headers (the server checks them, -32020)."""
+        known = {tool["name"]: param_headers(tool.get("inputSchema")) for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)}
+        with self._lock:
+            self._param_headers = {name: plan for name, plan in known.items() if plan}
+
+    def knows_tool(self, name: str) -> bool:
+        """Whether `know_tools` has seen a tool that asks for headers under this name."""
+        return name in self._param_headers
+
     # -- plumbing --------------------------------------------------------------------------------
     def _headers_for(self, message: dict[str, Any]) -> tuple[dict[str, str], bool, bool]:
         """The headers of a POST of `message`, whether it is 2026-07-28, and whether the session
@@ -653,11 +666,23 @@ class HttpConnection:
                 name = params.get(_NAMED_METHODS.get(method, ""))
                 if isinstance(name, str):
                     own["Mcp-Name"] = header_value(name)
+                if method == "tools/call" and isinstance(name, str):
+                    own.update(self._argument_headers(name, params.get("arguments")))
             return _merged(self._user_headers, own), True, False
         if message.get("method") == "initialize":
             return _merged(self._user_headers, own), False, False
         headers = self._session_headers(own)
         return headers, False, "Mcp-Session-Id" in headers
+
+    def _argument_headers(self, tool: str, arguments: Any) -> dict[str, str]:
+        """`Mcp-Param-<Token>` for each annotated argument present (null counts as absent)."""
+        headers = {}
+        for path, token, _ in self._param_headers.get(tool, ()):
+            value = value_at(arguments, path) if isinstance(arguments, dict) else None
+            rendered = None if value is None else render_value(value)
+            if rendered is not None:
+                headers[f"Mcp-Param-{token}"] = header_value(rendered)
+        return headers
 
     def _session_headers(self, own: dict[str, str]) -> dict[str, str]:
         own = dict(own)

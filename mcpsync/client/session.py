@@ -393,8 +393,13 @@ class ClientSession:
             seen.add(cursor)
 
     def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every tool, following pagination."""
-        return self._list_all("tools/list", "tools", timeout)
+        """Every tool, following pagination. (Over HTTP, the connection also learns which
+        arguments a 2026-07-28 call repeats as `Mcp-Param-*` headers.)"""
+        tools = self._list_all("tools/list", "tools", timeout)
+        know_tools = getattr(self._connection, "know_tools", None)
+        if know_tools is not None:
+            know_tools(tools)
+        return tools
 
     def call_tool(
         self,
@@ -407,7 +412,18 @@ class ClientSession:
         """Call a tool; returns its `CallToolResult` (check `isError` for tool failures).
         In 2026-07-28 an `input_required` answer is followed (see the class docstring)."""
         params = {"name": name, "arguments": dict(arguments or {})}
-        return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
+        try:
+            return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
+        except McpError as exc:
+            # -32020 over HTTP: the tool wants some arguments as Mcp-Param-* headers, which only
+            # its listed schema tells. Refused before it ran, so it is safe to learn and retry once.
+            knows_tool = getattr(self._connection, "knows_tool", None)
+            if exc.code != ErrorCode.HEADER_MISMATCH or knows_tool is None or knows_tool(name):
+                raise
+            self.list_tools(timeout=timeout)
+            if not knows_tool(name):
+                raise
+            return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
 
     def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("prompts/list", "prompts", timeout)

@@ -23,30 +23,19 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from ..protocol.jsonrpc import ErrorCode, McpError, Request
+from ..protocol.param_headers import ParamHeader, render_value, value_at
 from ..protocol.versions import Envelope
 
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """Method → the params key that `Mcp-Name` mirrors."""
 PARAM_PREFIX = "mcp-param-"
-X_MCP_HEADER = "x-mcp-header"
 
 _SENTINEL = re.compile(r"=\?base64\?(?P<payload>.*)\?=", re.DOTALL)
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
-_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
-# JSON Schema applicators whose values are schemas: crossing one leaves the pure `properties` chain.
-_ONE_SCHEMA = frozenset(
-    {"items", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
-     "unevaluatedProperties", "not", "if", "then", "else", "contentSchema"}
-)
-_SCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-_SCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
 
-ParamHeader = tuple[tuple[str, ...], str, dict[str, Any]]
-"""(argument path, header token, property schema) of one `x-mcp-header` property."""
 HeaderPlan = Callable[[str], tuple[ParamHeader, ...]]
 """The `Mcp-Param-*` headers a call of the named tool must carry (see `param_headers`)."""
 
@@ -103,15 +92,6 @@ def check_routing_headers(headers: Mapping[str, str], request: Request, envelope
         _check_param_headers(headers, request, plan)
 
 
-def param_headers(schema: Any) -> tuple[ParamHeader, ...]:
-    """What a tool's `inputSchema` asks of its calls' headers: one entry per annotated property;
-    none when its annotations are invalid (conforming clients drop such a tool and send none).
-    A pure function of the schema, so a transport computes it once per tool."""
-    if schema is None or invalid_annotation(schema) is not None:
-        return ()
-    return tuple(annotated_properties(schema))
-
-
 def _check_param_headers(headers: Mapping[str, str], request: Request, plan: HeaderPlan) -> None:
     name = request.params.get("name")
     arguments = request.params.get("arguments")
@@ -121,7 +101,7 @@ def _check_param_headers(headers: Mapping[str, str], request: Request, plan: Hea
     for path, token, prop in plan(name):
         header_name = f"Mcp-Param-{token}"
         raw = headers.get(PARAM_PREFIX + token.lower())
-        value = _value_at(arguments, path)
+        value = value_at(arguments, path)
         argument = ".".join(path)
         rendered = None if value is None else render_value(value)
         if rendered is None:
@@ -135,18 +115,6 @@ def _check_param_headers(headers: Mapping[str, str], request: Request, plan: Hea
             raise mismatch(f"the {header_name} header carries a malformed base64 value")
         if not _same_value(prop.get("type"), value, rendered, decoded):
             raise mismatch(f"the {header_name} header does not match the argument {argument!r}")
-
-
-def render_value(value: Any) -> str | None:
-    """How a client writes an argument into its header (None: it cannot be, so it sends none)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if not isinstance(value, (str, int, float)):
-        return None
-    try:
-        return str(value)
-    except ValueError:  # an int past the interpreter's digit limit
-        return None
 
 
 def _same_value(kind: Any, value: Any, rendered: str, decoded: str) -> bool:
@@ -163,59 +131,3 @@ def _same_value(kind: Any, value: Any, rendered: str, decoded: str) -> bool:
     return decoded == rendered
 
 
-def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    node: Any = arguments
-    for key in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
-    return node
-
-
-def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, dict[str, Any]]]:
-    """Every schema position in `root` with its chain of `properties` keys (None once another
-    applicator was crossed). Iterative, and `$ref` is never followed, so it ends on any input."""
-    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
-    while stack:
-        path, node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield path, node
-        for keyword, value in node.items():
-            if keyword == "properties" and isinstance(value, dict):
-                stack.extend(((*path, name) if path is not None else None, sub) for name, sub in value.items())
-            elif keyword in _ONE_SCHEMA:
-                stack.append((None, value))
-            elif keyword in _SCHEMA_LIST and isinstance(value, list):
-                stack.extend((None, sub) for sub in value)
-            elif keyword in _SCHEMA_MAP and isinstance(value, dict):
-                stack.extend((None, sub) for sub in value.values())
-
-
-def annotated_properties(schema: Any) -> Iterator[tuple[tuple[str, ...], str, dict[str, Any]]]:
-    """(path, token, property schema) for each property reachable through `properties` alone that
-    carries an `x-mcp-header` string."""
-    for path, node in _schema_positions(schema):
-        token = node.get(X_MCP_HEADER)
-        if path and isinstance(token, str):
-            yield path, token, node
-
-
-def invalid_annotation(schema: Any) -> str | None:
-    """Why the schema's `x-mcp-header` annotations are invalid, or None if they are all valid."""
-    seen: dict[str, str] = {}
-    for path, node in _schema_positions(schema):
-        if X_MCP_HEADER not in node:
-            continue
-        if not path:
-            return f"{X_MCP_HEADER} outside a chain of properties"
-        where = ".".join(path)
-        token = node[X_MCP_HEADER]
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            return f"property {where!r}: {X_MCP_HEADER} must be an HTTP token"
-        if node.get("type") not in _HEADER_TYPES:
-            return f"property {where!r}: {X_MCP_HEADER} is allowed on string, integer and boolean properties only"
-        if token.lower() in seen:
-            return f"property {where!r}: {X_MCP_HEADER} {token!r} repeats that of {seen[token.lower()]!r}"
-        seen[token.lower()] = where
-    return None

@@ -65,8 +65,9 @@ from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed,
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
-from ._http_headers import ParamHeader, check_routing_headers, param_headers
+from ._http_headers import check_routing_headers
 from ._http_rules import (
     accepts,
     error_status,

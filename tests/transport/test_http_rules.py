@@ -18,7 +18,8 @@ import pytest
 from mcpsync import Context, Server, Service, Tool
 from mcpsync.protocol.jsonrpc import McpError, Request
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, Envelope, Era
-from mcpsync.transport._http_headers import check_routing_headers, decode_value, invalid_annotation, param_headers
+from mcpsync.protocol.param_headers import invalid_annotation, param_headers
+from mcpsync.transport._http_headers import check_routing_headers, decode_value
 from mcpsync.transport._http_rules import accepts, error_status, headers, rebinding_refusal, route
 from mcpsync.transport._http_sessions import SessionTable
 from mcpsync.transport._http_stream import Exchange
