@@ -53,6 +53,7 @@ log = logging.getLogger("mcpsync.client")
 
 DEFAULT_TIMEOUT = 30.0
 _CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stopped reading
+_CALLBACK_JOIN_TIMEOUT = 2.0  # close() waits this long for callbacks still answering the server
 PROBE_TIMEOUT = 10.0
 MODES = ("auto", "legacy", "modern")
 
@@ -190,7 +191,8 @@ class ClientSession:
         self._uri_watchers: dict[str, int] = {}  # handshake era: open listeners per subscribed URI
         self._lost: Exception | None = None
         self._closed = False
-        self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
+        self._ending = threading.Event()
+        self._callback_threads: set[threading.Thread] = set()  # answering the server's requests  # set by close() and a lost connection: ends waits at once
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -269,6 +271,19 @@ class ClientSession:
             self._cancel_on_wire(request_id, "the client closed the session", timeout=_CLOSE_SEND_TIMEOUT)
         self._fail_pending(SessionClosed("the session was closed"))
         self._connection.close()
+        self._join_callbacks(_CALLBACK_JOIN_TIMEOUT)
+
+    def _join_callbacks(self, budget: float) -> None:
+        """Wait a little for callbacks still answering the server (they are daemon threads: one
+        that waits for a person cannot hold the interpreter, but a closed session should not leave
+        work running behind it when it can help it)."""
+        deadline = time.monotonic() + budget
+        with self._lock:
+            threads = [thread for thread in self._callback_threads if thread is not threading.current_thread()]
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
+            log.warning("%d client callback(s) still running after the session closed", sum(t.is_alive() for t in threads))
 
     def __enter__(self) -> "ClientSession":
         return self
@@ -648,9 +663,19 @@ class ClientSession:
         if handler is None:
             self._answer_error(request.id, jsonrpc.method_not_found(request.method))
             return
-        threading.Thread(target=self._run_handler, args=(handler, request), name="mcpsync-client-callback", daemon=True).start()
+        thread = threading.Thread(target=self._run_handler, args=(handler, request), name="mcpsync-client-callback", daemon=True)
+        with self._lock:
+            self._callback_threads.add(thread)
+        thread.start()
 
     def _run_handler(self, handler: Handler, request: Request) -> None:
+        try:
+            self._answer_request(handler, request)
+        finally:
+            with self._lock:
+                self._callback_threads.discard(threading.current_thread())
+
+    def _answer_request(self, handler: Handler, request: Request) -> None:
         try:
             self._answer(request.id, handler(request.params))
         except McpError as exc:
