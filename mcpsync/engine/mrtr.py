@@ -27,6 +27,7 @@ from .request_state import MRTR_METHODS, RequestStateSealer
 
 if TYPE_CHECKING:
     from ..catalog.context import Context
+    from ..catalog.questions import InputRequired
     from .interceptors import Call
 
 MAX_HANDSHAKE_ROUNDS = 8
@@ -65,7 +66,7 @@ def answering(call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
             return body()
         except NeedAnswers as need:
             if call.era is Era.MODERN:
-                return _input_required(call, ctx, need)
+                return ctx.input_required(*need.questions, state=need.state)
             rounds += 1
             if rounds >= MAX_HANDSHAKE_ROUNDS:
                 raise McpError(ErrorCode.INTERNAL_ERROR, f"{call.method} still asked for input after {rounds} rounds") from None
@@ -81,10 +82,6 @@ def answering(call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
 def returned(ctx: "Context", value: InputRequired) -> NeedAnswers:
     """What a tool's `InputRequired` return value unwinds with (its questions keyed in order)."""
     return NeedAnswers([ctx.keyed(question) for question in value.questions], value.state)
-
-
-def _input_required(call: "Call", ctx: "Context", need: NeedAnswers) -> dict[str, Any]:
-    return ctx.input_required(*need.questions, state=need.state)
 
 
 def sealer_for(sealer: RequestStateSealer, call: "Call") -> Callable[[dict[str, Any], Any], str] | None:
