@@ -326,6 +326,28 @@ async def main_async(args: argparse.Namespace, wire: Wire, summary: dict[str, An
         summary.setdefault("tracebacks", {})["connect"] = traceback.format_exc()
 
 
+def start_watchdog(name: str, seconds: float) -> threading.Timer:
+    """Last resort: the SDK's own shutdown is bounded, but never let a driver outlive its budget.
+    Cancel the returned timer once the run is over."""
+
+    def fire() -> None:
+        sys.stderr.write(f"{name}: watchdog fired after {seconds}s; hard exit\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def write_wire_trace(wire: Wire, width: int = 1000) -> None:
+    """Every frame of the run on stderr, each cut to `width` characters."""
+    sys.stderr.write("--- wire trace (>> client to server, << server to client) ---\n")
+    for direction, frame in wire.frames:
+        sys.stderr.write(f"{'>>' if direction == 'out' else '<<'} {json.dumps(frame, default=str)[:width]}\n")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=sorted(MODES), required=True)
@@ -345,15 +367,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
 
-    # Last resort: the SDK's own shutdown is bounded, but never let this process outlive its budget.
-    def watchdog() -> None:
-        sys.stderr.write(f"sdk_client_driver: watchdog fired after {args.timeout + 15}s; hard exit\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(args.timeout + 15, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog("sdk_client_driver", args.timeout + 15)
 
     wire = Wire()
     summary: dict[str, Any] = {
@@ -373,9 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"--- traceback ({name}) ---\n{text}")
         sys.stderr.write("--- partial summary ---\n" + json.dumps(summary, default=str)[:4000] + "\n")
     if errors or args.trace:
-        sys.stderr.write("--- wire trace (>> client to server, << server to client) ---\n")
-        for direction, frame in wire.frames:
-            sys.stderr.write(f"{'>>' if direction == 'out' else '<<'} {json.dumps(frame, default=str)[:1000]}\n")
+        write_wire_trace(wire)
     if errors:
         # Last, so that a reader who sees only the tail of stderr still sees what failed.
         sys.stderr.write("sdk_client_driver: FAILED\n" + "".join(f"  - {e}\n" for e in errors))

@@ -46,7 +46,6 @@ import importlib.metadata
 import json
 import os
 import sys
-import threading
 import traceback
 from typing import Any
 
@@ -54,7 +53,7 @@ import anyio
 from mcp import Client, StdioServerParameters, types
 
 # Same directory: the shared wire tap (this script is run by path, so its directory is on sys.path).
-from sdk_client_driver import MODES, TracedTransport, Wire, describe
+from sdk_client_driver import MODES, TracedTransport, Wire, describe, start_watchdog, write_wire_trace
 
 ANSWERS: dict[str, Any] = {"name": "Ada Lovelace", "age": 36}
 SAMPLE_TEXT = "waves fold into foam"
@@ -222,14 +221,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main() -> int:
     args = parse_args(sys.argv[1:])
 
-    def watchdog() -> None:
-        sys.stderr.write(f"sdk_elicitation_driver: watchdog fired after {args.timeout + 15}s; hard exit\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(args.timeout + 15, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog("sdk_elicitation_driver", args.timeout + 15)
     wire = Wire()
     summary: dict[str, Any] = {
         "mode": args.mode,
@@ -241,9 +233,7 @@ def main() -> int:
     timer.cancel()
     summary["sent"] = wire.sent()
     if errors or args.trace:
-        sys.stderr.write("--- wire trace (>> client to server, << server to client) ---\n")
-        for direction, frame in wire.frames:
-            sys.stderr.write(f"{'>>' if direction == 'out' else '<<'} {json.dumps(frame, default=str)[:1000]}\n")
+        write_wire_trace(wire)
     if errors:
         sys.stderr.write(summary.pop("traceback", ""))
         sys.stderr.write("--- partial summary ---\n" + json.dumps(summary, default=str)[:6000] + "\n")

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import threading
 import traceback
 from typing import Any
 
@@ -35,7 +33,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 # Same directory: the shared wire tap (this script is run by path, so its directory is on sys.path).
-from sdk_client_driver import MODES, TracedTransport, Wire, describe
+from sdk_client_driver import MODES, TracedTransport, Wire, describe, start_watchdog, write_wire_trace
 
 
 def _text(result: Any) -> str:
@@ -105,14 +103,7 @@ def main() -> int:
     parser.add_argument("url")
     args = parser.parse_args()
 
-    def watchdog() -> None:
-        sys.stderr.write("sdk_http_driver: watchdog fired; hard exit\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(args.timeout + 15, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog("sdk_http_driver", args.timeout + 15)
     wire = Wire()
     summary: dict[str, Any] = {"mode": args.mode}
     errors: list[str] = []
@@ -122,9 +113,7 @@ def main() -> int:
     if errors:
         sys.stderr.write(summary.pop("traceback", ""))
         sys.stderr.write("--- partial summary ---\n" + json.dumps(summary, default=str)[:4000] + "\n")
-        sys.stderr.write("--- wire trace ---\n")
-        for direction, frame in wire.frames:
-            sys.stderr.write(f"{'>>' if direction == 'out' else '<<'} {json.dumps(frame, default=str)[:600]}\n")
+        write_wire_trace(wire, 600)
         sys.stderr.write("sdk_http_driver: FAILED\n" + "".join(f"  - {e}\n" for e in errors))
         return 1
     sys.stdout.write(json.dumps(summary, default=str) + "\n")

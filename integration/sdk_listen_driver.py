@@ -47,7 +47,6 @@ import importlib.metadata
 import json
 import os
 import sys
-import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +55,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 # Same directory: the shared wire tap (this script is run by path, so its directory is on sys.path).
-from sdk_client_driver import MODES, TracedTransport, Wire, describe
+from sdk_client_driver import MODES, TracedTransport, Wire, describe, start_watchdog, write_wire_trace
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -325,14 +324,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
 
-    def watchdog() -> None:
-        sys.stderr.write(f"sdk_listen_driver: watchdog fired after {args.timeout + 15}s; hard exit\n")
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(args.timeout + 15, watchdog)
-    timer.daemon = True
-    timer.start()
+    timer = start_watchdog("sdk_listen_driver", args.timeout + 15)
 
     wire = TapWire()
     summary: dict[str, Any] = {"mode": args.mode, "clientMode": MODES[args.mode], "sdkVersion": importlib.metadata.version("mcp")}
@@ -346,9 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in tracebacks.items():
         sys.stderr.write(f"--- traceback ({name}) ---\n{text}")
     if errors or args.trace:
-        sys.stderr.write("--- wire trace (>> client to server, << server to client) ---\n")
-        for direction, frame in wire.frames:
-            sys.stderr.write(f"{'>>' if direction == 'out' else '<<'} {json.dumps(frame, default=str)[:1000]}\n")
+        write_wire_trace(wire)
     if errors:
         sys.stderr.write("sdk_listen_driver: FAILED\n" + "".join(f"  - {e}\n" for e in errors))
     sys.stdout.write(json.dumps(summary, default=str) + "\n")
