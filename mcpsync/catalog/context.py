@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
@@ -29,6 +29,16 @@ from .questions import (
 )
 
 log = logging.getLogger("mcpsync")
+
+
+class CancelSignal(Protocol):
+    """What a request's cancellation looks like to its Context: a `threading.Event`, or the
+    transports' `LazyEvent`."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
 
 Notify = Callable[[str, dict[str, Any]], None]
 """Sends one request-scoped notification (`method`, `params`); a no-op once the request is answered."""
@@ -78,7 +88,7 @@ class Context:
         client_capabilities: dict[str, Any],
         progress_token: Any,
         notify: Notify,
-        cancel_event: threading.Event,
+        cancel_event: CancelSignal,
         wants_log: Callable[[str], bool],
         on_cancel: Callable[[Callable[[], None]], None] | None = None,
         ask_client: AskClient | None = None,

@@ -69,7 +69,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .._futures import settle
+from .._futures import OneShot, settle
 from ..errors import CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
@@ -106,64 +106,58 @@ def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-class ForwardedCall:
+class ForwardedCall(OneShot):
     """What one downstream request waits on: the upstream's result without the upstream era's
     dressing, an `McpError` naming the upstream, or (2026-07-28) an `input_required` result with
-    the upstream's questions. The engine defers on it (`on_done`); a worker may `wait`.
+    the upstream's questions. The engine defers on it (`on_done`); a worker may wait (`result`).
 
-    A one-shot of its own rather than a `concurrent.futures.Future`: every forwarded call makes
-    one, on the gateway's hot path, and only a waiting worker (prompts, resources) needs an Event."""
+    The upstream request goes out when the first party hooks on (`on_done` or `result`), not when
+    it is made: on one CPU the upstream may answer before the sending thread has returned from
+    the write, and the answer then finds everything waiting for it in place instead of racing the
+    sender's bookkeeping (for the GIL, too) on the gateway's hot path."""
 
-    __slots__ = ("_lock", "_outcome", "_callbacks", "_event", "_failure", "_on_timeout")
+    __slots__ = ("_failure", "_on_timeout", "_launch")
 
     def __init__(self, failure: Failure, on_timeout: Callable[[str], None] = lambda reason: None) -> None:
-        self._lock = threading.Lock()
-        self._outcome: tuple[Any, BaseException | None] | None = None
-        self._callbacks: list[Callable[[Any, BaseException | None], None]] = []
-        self._event: threading.Event | None = None
+        super().__init__()
         self._failure = failure
         self._on_timeout = on_timeout
+        self._launch: Callable[[], None] | None = None
+
+    def launch_when_awaited(self, launch: Callable[[], None]) -> None:
+        """Run `launch` (which sends the upstream request) when the first party hooks on."""
+        self._launch = launch
 
     def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None:
-        """`callback(result, None)` or `callback(None, error)` once it ends, on the thread that
-        ends it; at once if it has."""
-        with self._lock:
-            if self._outcome is None:
-                self._callbacks.append(callback)
-                return
-            outcome = self._outcome
-        callback(*outcome)
+        super().on_done(callback)
+        self._start()
 
-    def wait(self, timeout: float) -> dict[str, Any]:
-        """The result (raises the McpError); past `timeout` the upstream call is cancelled."""
-        with self._lock:
-            if self._outcome is None and self._event is None:
-                self._event = threading.Event()
-            event = self._event
-        if event is not None and not event.wait(timeout):
+    def result(self, timeout: float) -> dict[str, Any]:
+        """Wait for the result (raises the McpError); past `timeout` the upstream call is cancelled."""
+        self._start()
+        if not self.wait(timeout):
             if self.settle(error=CallTimeout(f"no answer within {timeout:g} s")):  # unless the answer won the race
                 self._on_timeout(f"timed out after {timeout:g} s")
-        assert self._outcome is not None
-        result, error = self._outcome
-        if error is not None:
-            raise error
-        return result
+        return self.value()  # type: ignore[no-any-return]
 
-    def settle(self, result: dict[str, Any] | None = None, error: BaseException | None = None) -> bool:
+    def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
         """End it (once: False if it had ended, a cancel or a timeout having won)."""
-        if error is not None and not isinstance(error, McpError):
-            error = self._failure(error)
+        if error is not None:
+            return super().settle(error=error if isinstance(error, McpError) else self._failure(error))
+        return super().settle(result if result is not None else {})
+
+    def _start(self) -> None:
         with self._lock:
-            if self._outcome is not None:
-                return False
-            self._outcome = outcome = (None, error) if error is not None else (result if result is not None else {}, None)
-            callbacks, self._callbacks = self._callbacks, []
-            event = self._event
-        if event is not None:
-            event.set()
-        for callback in callbacks:
-            callback(*outcome)
-        return True
+            launch, self._launch = self._launch, None
+        if launch is None:
+            return
+        try:
+            launch()
+        except McpsyncError:
+            pass  # the send failed: the upstream call has ended with that error, and so has this
+        except Exception as exc:  # a bug: still end the downstream request
+            log.exception("sending a forwarded call failed")
+            self.settle(error=exc)
 
 
 @dataclass(eq=False)
@@ -251,20 +245,13 @@ class Relay:
         outlet = ForwardedCall(self._failure)
         call = UpstreamCall(next(self._numbers), session, method, params, ctx, time.monotonic() + self.call_timeout, outlet)
         outlet._on_timeout = call.cancel
+        progress = call.progress if ctx.wants_progress else None
+        call.pending = pending = session.prepare_request(method, params, progress=progress, timeout=self.call_timeout)
         with self._lock:  # before the request goes out: its first question may come at once
             self._in_flight[call.number] = call
-        progress = call.progress if ctx.wants_progress else None
-        try:
-            call.pending = session.start_request(method, params, progress=progress, timeout=self.call_timeout)
-        except BaseException:
-            with self._lock:
-                self._in_flight.pop(call.number, None)
-            raise
+        pending.on_done(lambda result, error: self._upstream_answered(call, result, error))
         ctx.on_cancel(lambda: self._cancelled_by(call, ctx))
-        try:
-            call.pending.on_done(lambda result, error: self._upstream_answered(call, result, error))
-        except McpsyncError as exc:  # a pending call that reports its failure by raising
-            self._upstream_answered(call, None, exc)
+        outlet.launch_when_awaited(pending.send)
         return outlet
 
     def resume(self, call_id: str, ctx: Context) -> ForwardedCall:

@@ -75,7 +75,7 @@ class RemoteTool:
 
     def invoke(self, arguments: dict[str, Any], ctx: Context) -> Any:
         """Forward and wait (used when an interceptor wraps tool calls)."""
-        return self.start(arguments, ctx).wait(self.source.options.call_timeout + 1.0)
+        return self.start(arguments, ctx).result(self.source.options.call_timeout + 1.0)
 
     def start(self, arguments: dict[str, Any], ctx: Context) -> "ForwardedCall":
         """Forward without waiting: the engine answers the client when the upstream does."""
@@ -359,7 +359,7 @@ class RemoteSource:
     # -- forwarding ------------------------------------------------------------------------------
     def forward(self, method: str, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         """Send one request upstream on behalf of a client and wait for the answer."""
-        return self.start_forward(method, params, ctx).wait(self.options.call_timeout + 1.0)
+        return self.start_forward(method, params, ctx).result(self.options.call_timeout + 1.0)
 
     def start_forward(self, method: str, params: dict[str, Any], ctx: Context) -> ForwardedCall:
         """Send one request upstream on behalf of a client: progress relayed, the client's cancel

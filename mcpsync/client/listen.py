@@ -8,11 +8,12 @@ Closing it unsubscribes (a `notifications/cancelled` for the listen, or resource
 
 from __future__ import annotations
 
-import concurrent.futures
 import queue
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Union
+
+from .._futures import OneShot
 
 _KIND_OF_METHOD = {
     "notifications/tools/list_changed": "tools",
@@ -108,12 +109,13 @@ class Listener:
         self.close()
 
     # -- the session's side -----------------------------------------------------------------------
-    def _wait_ack(self, timeout: float, outcome: concurrent.futures.Future[Any]) -> bool:
-        outcome.add_done_callback(lambda _f: self._acked.set())
+    def _wait_ack(self, timeout: float, outcome: OneShot) -> bool:
+        outcome.on_done(lambda _result, _error: self._acked.set())
         if not self._acked.wait(timeout):
             return False
-        if not self.accepted and outcome.done() and outcome.exception() is not None:
-            raise outcome.exception()  # type: ignore[misc]
+        error = outcome.error()
+        if not self.accepted and error is not None:
+            raise error
         return True
 
     def _acknowledge(self, accepted: dict[str, Any]) -> None:

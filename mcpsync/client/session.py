@@ -19,14 +19,13 @@ which then retries the request); see `ClientSession`.
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import logging
 import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from .._futures import settle
+from .._futures import OneShot
 from .. import __version__
 from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
@@ -75,10 +74,10 @@ _CHANGE_METHODS = frozenset(
 
 
 class _Pending:
-    __slots__ = ("future", "progress", "progress_token", "deadline")
+    __slots__ = ("outcome", "progress", "progress_token", "deadline")
 
     def __init__(self, progress: Progress | None, progress_token: Any) -> None:
-        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.outcome = OneShot()
         self.progress = progress
         self.progress_token = progress_token
         self.deadline: tuple[float, PendingCall] | None = None
@@ -317,15 +316,26 @@ class ClientSession:
         callback, or cancelled. With `timeout`, the call has a deadline even if nobody waits for it:
         `expire_overdue()`, called now and then by the session's owner, fails it with CallTimeout
         (and cancels it on the wire) once the deadline has passed."""
+        call = self.prepare_request(method, params, progress=progress, timeout=timeout)
+        call.send()
+        return call
+
+    def prepare_request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        progress: Progress | None = None,
+        timeout: float | None = None,
+    ) -> "PendingCall":
+        """`start_request` without the sending: the call is registered (and its deadline runs)
+        but goes out only at `PendingCall.send()`, so a caller can hook `on_done` and finish its
+        own bookkeeping first. (A gateway does: the upstream may answer before the sending
+        thread has returned from the write.) Raises SessionClosed or ConnectionLost."""
         request_id = next(self._ids)
         pending = self._register(request_id, progress)
-        call = PendingCall(self, request_id, method, pending, timeout)
-        pending.future.add_done_callback(lambda _f: self._unregister(request_id, pending))
-        try:
-            self._send_request(request_id, method, params, pending.progress_token, self.timeout if timeout is None else timeout)
-        except BaseException as exc:
-            settle(pending.future, error=exc)
-            raise
+        call = PendingCall(self, request_id, method, params, pending, timeout)
+        pending.outcome.on_done(lambda _result, _error: self._unregister(request_id, pending))
         if timeout is not None:
             pending.deadline = (time.monotonic() + timeout, call)
         return call
@@ -356,6 +366,7 @@ class ClientSession:
             self._pending.pop(request_id, None)
             if pending.progress_token is not None:
                 self._by_token.pop(pending.progress_token, None)
+            pending.deadline = None  # it names the call, which names this: no cycle left behind
 
     def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any, timeout: float | None = None) -> None:
         params = dict(params or {})
@@ -544,7 +555,7 @@ class ClientSession:
             self._listeners[request_id] = listener
         try:
             self._send_request(request_id, "subscriptions/listen", {"notifications": filter_}, None)
-            if not listener._wait_ack(timeout, pending.future):
+            if not listener._wait_ack(timeout, pending.outcome):
                 self._cancel_on_wire(request_id, "no acknowledgement")
                 raise CallTimeout(f"subscriptions/listen was not acknowledged within {timeout} s")
         except BaseException:
@@ -552,7 +563,7 @@ class ClientSession:
                 self._listeners.pop(request_id, None)
             self._unregister(request_id, pending)
             raise
-        pending.future.add_done_callback(lambda _f: self._listen_ended(request_id, pending))
+        pending.outcome.on_done(lambda _result, _error: self._listen_ended(request_id, pending))
         return listener
 
     def _listen_ended(self, request_id: Any, pending: _Pending) -> None:
@@ -625,11 +636,11 @@ class ClientSession:
             return  # a call that timed out or was cancelled
         if response.error is not None:
             error = response.error
-            settle(pending.future, error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
+            pending.outcome.settle(error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
         elif not isinstance(response.result, dict):
-            settle(pending.future, error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
+            pending.outcome.settle(error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
         else:
-            settle(pending.future, result=response.result)
+            pending.outcome.settle(result=response.result)
 
     def _on_notification(self, notification: Notification) -> None:
         method, params = notification.method, notification.params
@@ -714,51 +725,64 @@ class ClientSession:
             self._pending.clear()
             self._by_token.clear()
         for entry in pending:
-            settle(entry.future, error=error)
+            entry.outcome.settle(error=error)
 
 
 class PendingCall:
     """A request on its way: `result()` waits for it, `cancel()` withdraws it."""
 
-    def __init__(self, session: ClientSession, request_id: Any, method: str, pending: _Pending, timeout: float | None = None) -> None:
+    def __init__(
+        self, session: ClientSession, request_id: Any, method: str, params: dict[str, Any] | None, pending: _Pending, timeout: float | None = None
+    ) -> None:
         self.id = request_id
         self.method = method
         self.timeout_given = timeout
         self._session = session
         self._pending = pending
+        self._params = params
+        self._sent = False
+
+    def send(self) -> None:
+        """Send it (once; `start_request` has; not at all once it has ended, cancelled or timed
+        out first). If the send fails, the call has failed with that error (its `on_done`
+        callbacks have run) and the error is raised here too."""
+        if self._sent or self._pending.outcome.done():
+            return
+        self._sent = True
+        params, self._params = self._params, None
+        session = self._session
+        try:
+            session._send_request(self.id, self.method, params, self._pending.progress_token, session.timeout if self.timeout_given is None else self.timeout_given)
+        except BaseException as exc:
+            self._pending.outcome.settle(error=exc)
+            raise
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for the answer (the session's default timeout unless given); see `request()`."""
         limit = self._session.timeout if timeout is None else timeout
-        try:
-            return self._pending.future.result(limit)
-        except concurrent.futures.TimeoutError:
+        if not self._pending.outcome.wait(limit):
             self._expire(limit)
-            return self._pending.future.result(0)
+        return self._pending.outcome.value()  # type: ignore[no-any-return]
 
     def on_done(self, callback: Callable[[dict[str, Any] | None, BaseException | None], None]) -> None:
         """Call `callback(result, None)` or `callback(None, error)` once the call ends, on the
         thread that ends it (the connection's reader, usually); at once if it already has."""
-
-        def done(future: concurrent.futures.Future[Any]) -> None:
-            error = future.exception()
-            callback(None if error is not None else future.result(), error)
-
-        self._pending.future.add_done_callback(done)
+        self._pending.outcome.on_done(callback)
 
     def _expire(self, limit: float) -> None:
-        if self._pending.future.done():
+        if self._pending.outcome.done():
             return
-        if self.method != "initialize":
+        if self.method != "initialize" and self._sent:
             self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
-        settle(self._pending.future, error=CallTimeout(f"{self.method} got no answer within {limit} s"))
+        self._pending.outcome.settle(error=CallTimeout(f"{self.method} got no answer within {limit} s"))
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""
-        if self._pending.future.done():
+        if self._pending.outcome.done():
             return
-        self._session._cancel_on_wire(self.id, reason)
-        settle(self._pending.future, error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+        if self._sent:
+            self._session._cancel_on_wire(self.id, reason)
+        self._pending.outcome.settle(error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

@@ -400,6 +400,9 @@ class WsgiTransport:
             self._complete(exchange, era, outcome)
 
     def _complete(self, exchange: Exchange, era: Era, outcome: Outcome) -> None:
+        """The engine's outcome: the work is over (the request may have been answered already,
+        past its deadline), so a cancel can no longer reach it."""
+        exchange.forget_callbacks()
         request = exchange.request
         if isinstance(outcome, Subscribed):
             self._activate(exchange, outcome)

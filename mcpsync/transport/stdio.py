@@ -99,6 +99,7 @@ class _Exchange(Cancellable):
             self.done = True
             self._over = True
             answered = self._answered
+        self.forget_callbacks()
         self._asks.abandon(self)
         if answered is not None and not answered.done():
             answered.set_result(None)

@@ -48,6 +48,10 @@ class FakePending:
         self._done = threading.Event()
         self._callbacks: list[Callable[[Any, BaseException | None], None]] = []
 
+    def send(self) -> None:
+        """The request goes out (the gateway sends once its downstream request waits for it)."""
+        self.session.sent.append(self)
+
     def cancel(self, reason: str = "cancelled") -> None:
         self.cancelled_with = reason
         self._done.set()
@@ -128,9 +132,12 @@ class FakeSession:
     def list_resource_templates(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._listed("templates", self.templates, timeout)
 
+    def prepare_request(self, method: str, params: dict[str, Any], *, progress: Any = None, timeout: float | None = None) -> FakePending:
+        return FakePending(self, method, params, progress)
+
     def start_request(self, method: str, params: dict[str, Any], *, progress: Any = None, timeout: float | None = None) -> FakePending:
-        pending = FakePending(self, method, params, progress)
-        self.sent.append(pending)
+        pending = self.prepare_request(method, params, progress=progress, timeout=timeout)
+        pending.send()
         return pending
 
     def close(self) -> None:

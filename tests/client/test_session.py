@@ -346,6 +346,29 @@ def test_an_answer_after_the_deadline_is_dropped(open_fake) -> None:
     assert session.call_tool("echo", {"text": "mine"})["content"][0]["text"] == "mine"
 
 
+def test_a_prepared_call_goes_out_only_when_sent_and_its_callbacks_are_already_in_place(open_fake) -> None:
+    session = open_fake()
+    seen: list[Any] = []
+    call = session.prepare_request("tools/call", {"name": "echo", "arguments": {"text": "later"}})
+    call.on_done(lambda result, error: seen.append((result, error)))
+    assert received(session, "tools/call") == []  # registered, not sent
+    call.send()
+    call.send()  # once only
+    assert call.result(LONG)["content"][0]["text"] == "later"
+    assert seen == [(call.result(0), None)]
+    assert len(received(session, "tools/call")) == 1
+
+
+def test_a_prepared_call_cancelled_before_it_is_sent_never_reaches_the_server(open_fake) -> None:
+    session = open_fake()
+    call = session.prepare_request("tools/call", {"name": "echo", "arguments": {"text": "never"}})
+    call.cancel("changed my mind")
+    call.send()
+    with pytest.raises(McpError, match="changed my mind"):
+        call.result(0)
+    assert "tools/call" not in methods(session) and "notifications/cancelled" not in methods(session)
+
+
 # -- a server that goes away ----------------------------------------------------------------------
 
 
