@@ -22,28 +22,32 @@ if TYPE_CHECKING:
     from .session import Session
 
 
-@dataclass(slots=True)
 class Call:
-    """One request being executed, as interceptors and operations see it."""
+    """One request being executed, as interceptors and operations see it.
 
-    request: Request
-    session: "Session"
-    era: Era
-    envelope: Envelope | None
-    transport: "TransportInfo"
-    exchange: Any  # the transport's per-request channel (notify, cancel_event)
+    (A plain class: `method` and `params` are copied from the request once, not looked up
+    through properties by every layer that reads them.)"""
 
-    @property
-    def method(self) -> str:
-        return self.request.method
+    __slots__ = ("request", "session", "era", "envelope", "transport", "exchange", "method", "params")
 
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.request.params
+    def __init__(
+        self, request: Request, session: "Session", era: Era, envelope: Envelope | None, transport: "TransportInfo", exchange: Any
+    ) -> None:
+        self.request = request
+        self.session = session
+        self.era = era
+        self.envelope = envelope
+        self.transport = transport
+        self.exchange: Any = exchange  # the transport's per-request channel (notify, cancel_event)
+        self.method: str = request.method
+        self.params: dict[str, Any] = request.params
 
     @property
     def protocol_version(self) -> str | None:
         return self.envelope.protocol_version if self.envelope is not None else self.session.negotiated_version
+
+    def __repr__(self) -> str:
+        return f"Call({self.method!r}, id={self.request.id!r}, era={self.era.name})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -277,7 +277,7 @@ def _wraps_tool_calls(engine: "Engine") -> bool:
     return any(type(i).around_tool_call is not Interceptor.around_tool_call for i in engine.interceptors)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Forwarded:
     """A call handed to another server: the engine finishes the request when it ends.
 

@@ -14,13 +14,15 @@ from ..protocol.jsonrpc import McpError
 from ..protocol.versions import Era
 
 
-@dataclass(frozen=True, slots=True)
+# Made once per request (or more, through interceptors): slotted, not frozen (a frozen dataclass
+# pays an `object.__setattr__` call per field at creation). Read-only by convention.
+@dataclass(slots=True)
 class Success:
     result: dict[str, Any]
     claims: Era | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failure:
     error: McpError
 
@@ -38,7 +40,7 @@ class NoResponse:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Deferred:
     """The outcome comes later (a call forwarded upstream): `then(deliver)` has `deliver(outcome)`
     called once with the final outcome, on the thread that completes it (at once if it has). The

@@ -25,6 +25,8 @@ class FrameSplitter:
         self._discarding = False
 
     def feed(self, data: bytes) -> list[Frame]:
+        if data[-1:] == b"\n" and not self._partial and not self._discarding and len(data) <= self._limit:
+            return self._whole_lines(data)
         frames: list[Frame] = []
         start = 0
         find = data.find
@@ -51,6 +53,13 @@ class FrameSplitter:
                 frames.append(TOO_LARGE)
             else:
                 self._partial += data[start:]
+        return frames
+
+    def _whole_lines(self, data: bytes) -> list[Frame]:
+        """The usual read: whole lines, nothing held over, none near the limit (one split)."""
+        frames: list[Frame] = []
+        for line in data.split(b"\n")[:-1]:
+            self._emit(line, frames)
         return frames
 
     def finish(self) -> list[Frame]:

@@ -289,6 +289,17 @@ def test_encode_keeps_non_ascii_as_utf8_and_does_not_escape_slashes() -> None:
     assert line.decode("utf-8")
 
 
+def test_encode_passes_ujson_its_options_in_ujsons_own_order() -> None:
+    """encode() gives ujson.dumps its options by position (for speed): pin that they still mean
+    ensure_ascii=False, escape_forward_slashes=False, allow_nan=False, html and keys untouched."""
+    message = {"z": "é/<&>", "a": [1.5, 2], "n": None}
+    keywords = ujson.dumps(message, ensure_ascii=False, escape_forward_slashes=False, allow_nan=False)
+    assert encode(message) == keywords.encode("utf-8") + b"\n"
+    assert encode(message) == '{"z":"é/<&>","a":[1.5,2],"n":null}\n'.encode("utf-8")
+    with pytest.raises(EncodeError):
+        encode({"x": float("inf")})
+
+
 def test_encode_escapes_lone_surrogates_instead_of_failing() -> None:
     line = encode(result_frame(1, {"text": "bad \udc80 surrogate", "ok": "é"}))
     line.decode("utf-8")
