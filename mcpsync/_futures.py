@@ -62,7 +62,10 @@ class OneShot:
             event.set()
         if callbacks:
             for callback in callbacks:
-                _run(callback, outcome)
+                try:
+                    callback(*outcome)
+                except Exception:
+                    log.exception("a completion callback raised")
         return True
 
     def on_done(self, callback: DoneCallback) -> None:

@@ -113,7 +113,7 @@ class Context:
         self._answers: dict[str, Any] = dict(answers or {})
         self._ask_timeout = ask_timeout
         self._seal = seal
-        self._keys = KeyAssigner()
+        self._keys: KeyAssigner | None = None  # made at the first question: most requests ask none
         self.used_answers: dict[str, Any] = {}
         """The answers this run of the function took, by key (2026-07-28: sealed into the next state)."""
         self._unanswered: list[Question] = []
@@ -218,7 +218,7 @@ class Context:
         request answers `input_required` with every question asked so far, and the function runs
         again on the retry, from the start). Either way, a question the client did not declare
         the capability for raises -32021 `McpError` naming it."""
-        keyed = [self._keys.key_for(question) for question in questions]
+        keyed = [self.keyed(question) for question in questions]
         missing = [question for question in keyed if question.key not in self._answers]
         if len({question.key for question in keyed}) < len(keyed):
             raise ValueError("two questions asked together have the same key")
@@ -266,12 +266,14 @@ class Context:
 
     def keyed(self, question: Question) -> Question:
         """The question with its key (the next in asking order when it has none)."""
+        if self._keys is None:
+            self._keys = KeyAssigner()
         return self._keys.key_for(question)
 
     def next_round(self, state: Any) -> None:
         """Before the function runs again in the same request (an `InputRequired` it returned on a
         handshake-era connection): keys count from the start, the answers so far stay."""
-        self._keys = KeyAssigner()
+        self._keys = None
         self._unanswered = []
         self.used_answers = {}
         self.state = state

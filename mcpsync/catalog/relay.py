@@ -89,21 +89,24 @@ BATCH_WINDOW = 0.02
 """Seconds a 2026-07-28 round waits after an upstream's first question for the ones sent with it
 (an upstream's `ctx.ask(a, b, c)` sends three requests back to back), so they are asked together."""
 _PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
+_ERA_KEYS = ("resultType", "ttlMs", "cacheScope")
 
 Failure = Callable[[BaseException], McpError]
 
 
 def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
-    """An upstream result without its own era's dressing (mcpsync dresses it for the downstream)."""
-    clean = {k: v for k, v in result.items() if k not in ("resultType", "ttlMs", "cacheScope")}
-    meta = clean.get("_meta")
+    """The upstream's result without its own era's dressing (mcpsync dresses it for the
+    downstream), in place: the dict is the gateway's own, fresh from the upstream's frame."""
+    for key in _ERA_KEYS:
+        if key in result:
+            del result[key]
+    meta = result.get("_meta")
     if isinstance(meta, dict):
-        kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META_PREFIX)}
-        if kept:
-            clean["_meta"] = kept
-        else:
-            del clean["_meta"]
-    return clean
+        for key in [k for k in meta if k.startswith(_PROTOCOL_META_PREFIX)]:
+            del meta[key]
+        if not meta:
+            del result["_meta"]
+    return result
 
 
 class ForwardedCall(OneShot):

@@ -43,9 +43,10 @@ def version_at_least(version: str | None, minimum: str) -> bool:
     return version is None or version >= minimum
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Envelope:
-    """The validated `_meta` of one 2026-07-28 request."""
+    """The validated `_meta` of one 2026-07-28 request. (Made per request: slotted, not frozen,
+    which would cost an `object.__setattr__` per field; read-only by convention.)"""
 
     protocol_version: str
     client_capabilities: dict[str, Any]
@@ -66,8 +67,8 @@ def read_envelope(params: dict[str, Any]) -> Envelope:
         raise invalid_params(
             f"params._meta is missing the required envelope key(s): {META_PROTOCOL_VERSION}, {META_CLIENT_CAPABILITIES}"
         )
-    missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
-    if missing:
+    if META_PROTOCOL_VERSION not in meta or META_CLIENT_CAPABILITIES not in meta:
+        missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
         raise invalid_params(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
     version = meta[META_PROTOCOL_VERSION]
     if type(version) is not str:
