@@ -73,16 +73,6 @@ _CHANGE_METHODS = frozenset(
 )
 
 
-class _Pending:
-    __slots__ = ("outcome", "progress", "progress_token", "deadline")
-
-    def __init__(self, progress: Progress | None, progress_token: Any) -> None:
-        self.outcome = OneShot()
-        self.progress = progress
-        self.progress_token = progress_token
-        self.deadline: tuple[float, PendingCall] | None = None
-
-
 class ClientSession:
     """One conversation with one MCP server. Thread-safe: many threads may call at once.
 
@@ -184,8 +174,8 @@ class ClientSession:
         self._on_lost_callback = on_lost
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._pending: dict[Any, _Pending] = {}
-        self._by_token: dict[Any, _Pending] = {}
+        self._pending: dict[Any, PendingCall] = {}
+        self._by_token: dict[Any, PendingCall] = {}
         self._listeners: dict[Any, Listener] = {}  # by subscription id (modern) or listener key (handshake)
         self._uri_watchers: dict[str, int] = {}  # handshake era: open listeners per subscribed URI
         self._lost: Exception | None = None
@@ -332,25 +322,23 @@ class ClientSession:
         but goes out only at `PendingCall.send()`, so a caller can hook `on_done` and finish its
         own bookkeeping first. (A gateway does: the upstream may answer before the sending
         thread has returned from the write.) Raises SessionClosed or ConnectionLost."""
-        request_id = next(self._ids)
-        pending = self._register(request_id, progress)
-        call = PendingCall(self, request_id, method, params, pending, timeout)
-        pending.outcome.on_done(lambda _result, _error: self._unregister(request_id, pending))
-        if timeout is not None:
-            pending.deadline = (time.monotonic() + timeout, call)
+        call = self._register(next(self._ids), method, params, progress, timeout)
+        call.on_done(lambda _result, _error: self._unregister(call))
         return call
 
     def expire_overdue(self) -> int:
         """Fail every call whose `start_request` deadline has passed; returns how many."""
         now = time.monotonic()
         with self._lock:
-            overdue = [p.deadline[1] for p in self._pending.values() if p.deadline is not None and p.deadline[0] <= now]
+            overdue = [call for call in self._pending.values() if call.deadline is not None and call.deadline <= now]
         for call in overdue:
             call._expire(call.timeout_given)
         return len(overdue)
 
-    def _register(self, request_id: Any, progress: Progress | None) -> _Pending:
-        pending = _Pending(progress, f"mcpsync-{request_id}" if progress is not None else None)
+    def _register(
+        self, request_id: Any, method: str, params: dict[str, Any] | None, progress: Progress | None = None, timeout: float | None = None
+    ) -> "PendingCall":
+        pending = PendingCall(self, request_id, method, params, progress, timeout)
         with self._lock:
             if self._closed:
                 raise SessionClosed("the session is closed")
@@ -361,22 +349,22 @@ class ClientSession:
                 self._by_token[pending.progress_token] = pending
         return pending
 
-    def _unregister(self, request_id: Any, pending: _Pending) -> None:
+    def _unregister(self, pending: "PendingCall") -> None:
         with self._lock:
-            self._pending.pop(request_id, None)
+            self._pending.pop(pending.id, None)
             if pending.progress_token is not None:
                 self._by_token.pop(pending.progress_token, None)
-            pending.deadline = None  # it names the call, which names this: no cycle left behind
 
     def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any, timeout: float | None = None) -> None:
-        params = dict(params or {})
-        meta = dict(params.get("_meta") or {})
-        if progress_token is not None:
-            meta["progressToken"] = progress_token
-        if self.era is Era.MODERN:
-            meta.update(self.envelope())
-        if meta:
-            params["_meta"] = meta
+        modern = self.era is Era.MODERN
+        if progress_token is not None or modern:  # a new _meta (the caller's params stay as they are)
+            meta = params.get("_meta") if params else None
+            meta = {**meta} if meta else {}
+            if progress_token is not None:
+                meta["progressToken"] = progress_token
+            if modern:
+                meta.update(self.envelope())
+            params = {**params, "_meta": meta} if params else {"_meta": meta}
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params:
             message["params"] = params
@@ -550,25 +538,25 @@ class ClientSession:
         if uris:
             filter_["resourceSubscriptions"] = list(uris)
         listener = Listener(request_id, lambda: self._stop_modern(request_id), queue_events=queue_events)
-        pending = self._register(request_id, None)
+        pending = self._register(request_id, "subscriptions/listen", None)
         with self._lock:
             self._listeners[request_id] = listener
         try:
             self._send_request(request_id, "subscriptions/listen", {"notifications": filter_}, None)
-            if not listener._wait_ack(timeout, pending.outcome):
+            if not listener._wait_ack(timeout, pending):
                 self._cancel_on_wire(request_id, "no acknowledgement")
                 raise CallTimeout(f"subscriptions/listen was not acknowledged within {timeout} s")
         except BaseException:
             with self._lock:
                 self._listeners.pop(request_id, None)
-            self._unregister(request_id, pending)
+            self._unregister(pending)
             raise
-        pending.outcome.on_done(lambda _result, _error: self._listen_ended(request_id, pending))
+        pending.on_done(lambda _result, _error: self._listen_ended(request_id, pending))
         return listener
 
-    def _listen_ended(self, request_id: Any, pending: _Pending) -> None:
+    def _listen_ended(self, request_id: Any, pending: "PendingCall") -> None:
         """The server completed the listen (graceful shutdown) or the connection was lost."""
-        self._unregister(request_id, pending)
+        self._unregister(pending)
         with self._lock:
             listener = self._listeners.pop(request_id, None)
         if listener is not None:
@@ -636,11 +624,11 @@ class ClientSession:
             return  # a call that timed out or was cancelled
         if response.error is not None:
             error = response.error
-            pending.outcome.settle(error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
+            pending.settle(error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
         elif not isinstance(response.result, dict):
-            pending.outcome.settle(error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
+            pending.settle(error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
         else:
-            pending.outcome.settle(result=response.result)
+            pending.settle(result=response.result)
 
     def _on_notification(self, notification: Notification) -> None:
         method, params = notification.method, notification.params
@@ -725,20 +713,32 @@ class ClientSession:
             self._pending.clear()
             self._by_token.clear()
         for entry in pending:
-            entry.outcome.settle(error=error)
+            entry.settle(error=error)
 
 
-class PendingCall:
-    """A request on its way: `result()` waits for it, `cancel()` withdraws it."""
+class PendingCall(OneShot):
+    """A request on its way: `result()` waits for it, `cancel()` withdraws it, `on_done()` hooks
+    on. (Its `settle` is the session's: an answer, a timeout, a cancel, a lost connection.)"""
+
+    __slots__ = ("id", "method", "timeout_given", "progress", "progress_token", "deadline", "_session", "_params", "_sent")
 
     def __init__(
-        self, session: ClientSession, request_id: Any, method: str, params: dict[str, Any] | None, pending: _Pending, timeout: float | None = None
+        self,
+        session: ClientSession,
+        request_id: Any,
+        method: str,
+        params: dict[str, Any] | None,
+        progress: Progress | None = None,
+        timeout: float | None = None,
     ) -> None:
+        super().__init__()
         self.id = request_id
         self.method = method
         self.timeout_given = timeout
+        self.progress = progress
+        self.progress_token = f"mcpsync-{request_id}" if progress is not None else None
+        self.deadline = time.monotonic() + timeout if timeout is not None else None  # for expire_overdue
         self._session = session
-        self._pending = pending
         self._params = params
         self._sent = False
 
@@ -746,43 +746,38 @@ class PendingCall:
         """Send it (once; `start_request` has; not at all once it has ended, cancelled or timed
         out first). If the send fails, the call has failed with that error (its `on_done`
         callbacks have run) and the error is raised here too."""
-        if self._sent or self._pending.outcome.done():
+        if self._sent or self._outcome is not None:
             return
         self._sent = True
         params, self._params = self._params, None
         session = self._session
         try:
-            session._send_request(self.id, self.method, params, self._pending.progress_token, session.timeout if self.timeout_given is None else self.timeout_given)
+            session._send_request(self.id, self.method, params, self.progress_token, session.timeout if self.timeout_given is None else self.timeout_given)
         except BaseException as exc:
-            self._pending.outcome.settle(error=exc)
+            self.settle(error=exc)
             raise
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for the answer (the session's default timeout unless given); see `request()`."""
         limit = self._session.timeout if timeout is None else timeout
-        if not self._pending.outcome.wait(limit):
+        if not self.wait(limit):
             self._expire(limit)
-        return self._pending.outcome.value()  # type: ignore[no-any-return]
+        return self.value()  # type: ignore[no-any-return]
 
-    def on_done(self, callback: Callable[[dict[str, Any] | None, BaseException | None], None]) -> None:
-        """Call `callback(result, None)` or `callback(None, error)` once the call ends, on the
-        thread that ends it (the connection's reader, usually); at once if it already has."""
-        self._pending.outcome.on_done(callback)
-
-    def _expire(self, limit: float) -> None:
-        if self._pending.outcome.done():
+    def _expire(self, limit: float | None) -> None:
+        if self.done():
             return
         if self.method != "initialize" and self._sent:
             self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
-        self._pending.outcome.settle(error=CallTimeout(f"{self.method} got no answer within {limit} s"))
+        self.settle(error=CallTimeout(f"{self.method} got no answer within {limit} s"))
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""
-        if self._pending.outcome.done():
+        if self.done():
             return
         if self._sent:
             self._session._cancel_on_wire(self.id, reason)
-        self._pending.outcome.settle(error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+        self.settle(error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

@@ -112,18 +112,26 @@ class StdioConnection:
         if process is None or process.stdin is None or self._closed:
             raise ConnectionLost("the connection is closed")
         deadline = time.monotonic() + (_SEND_TIMEOUT if timeout is None else timeout)
-        if not self._write_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        lock = self._write_lock
+        if not lock.acquire(False) and not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise CallTimeout(f"the server {self.command[0]!r} is not reading its input")
         try:
-            self._write(process, memoryview(frame), deadline)
+            self._write(process, frame, deadline)
         finally:
-            self._write_lock.release()
+            lock.release()
 
-    def _write(self, process: "subprocess.Popen[bytes]", view: memoryview, deadline: float) -> None:
-        total = len(view)
+    def _write(self, process: "subprocess.Popen[bytes]", frame: bytes, deadline: float) -> None:
+        total = len(frame)
         poller = None
         try:
             fd = process.stdin.fileno()  # type: ignore[union-attr]
+            try:
+                written = os.write(fd, frame)  # the usual case: the pipe has room for all of it
+            except BlockingIOError:
+                written = 0
+            if written == total:
+                return
+            view = memoryview(frame)[written:]
             while view:
                 try:
                     view = view[os.write(fd, view) :]

@@ -259,7 +259,7 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
     gate = version_at_least(call.protocol_version, "2025-06-18")
     context = make_context(engine, call)
     start = getattr(tool, "start", None)
-    if start is not None and not _wraps_tool_calls(engine):
+    if start is not None and not (engine.interceptors and _wraps_tool_calls(engine)):
         return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
     run = _chain(engine, tool)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))

@@ -33,11 +33,13 @@ class Output:
         """Write one whole frame; the caller holds `lock`. False if nothing could be written."""
         if self._broken or self._closed:
             return False
-        view = memoryview(frame)
         try:
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            written = os.write(self._fd, frame)
+            if written < len(frame):  # a pipe with less room than the frame: the rest, in turn
+                view = memoryview(frame)[written:]
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
         except OSError as exc:
             self._broken = True
             log.info("output closed by the peer (%s); stopping", exc.strerror or exc)
