@@ -152,12 +152,14 @@ def decode_object(obj: dict[str, Any]) -> Message:
             return _decode_response(obj, msg_id)
         return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: neither a request, a notification nor a response"))
     if has_id:
-        if not is_request_id(msg_id):
+        if type(msg_id) is not str and type(msg_id) is not int:  # is_request_id, inline: every request
             return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
+        params = obj.get("params")
+        if obj.get("jsonrpc") == "2.0" and type(method) is str and type(params) is dict:  # the usual request
+            return Request(msg_id, method, params)
         problem = _envelope_problem(obj, method)
         if problem is not None:
             return Invalid(problem, answer_id=msg_id)
-        params = obj.get("params")
         return Request(msg_id, method, {} if params is None else params)
     problem = _envelope_problem(obj, method)
     if problem is not None:
@@ -177,7 +179,7 @@ def _envelope_problem(obj: dict[str, Any], method: object) -> McpError | None:
 
 
 def _decode_response(obj: dict[str, Any], msg_id: object) -> Message:
-    if not is_request_id(msg_id) or obj.get("jsonrpc") != "2.0":
+    if (type(msg_id) is not str and type(msg_id) is not int) or obj.get("jsonrpc") != "2.0":
         return Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: malformed response"), answer=False)
     error = obj.get("error")
     if error is not None and type(error) is not dict:
