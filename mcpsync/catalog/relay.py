@@ -152,7 +152,8 @@ class ForwardedCall(OneShot):
     def _start(self) -> None:
         with self._lock:
             launch, self._launch = self._launch, None
-        if launch is None:
+            ended = self._outcome is not None
+        if launch is None or ended:  # abandoned (the source closed) before anyone hooked on: nothing to send
             return
         try:
             launch()

@@ -255,7 +255,7 @@ class ClientSession:
         for listener in listeners:
             listener._finish()
         with self._lock:
-            in_flight = list(self._pending) if self._lost is None else []
+            in_flight = [request_id for request_id, call in self._pending.items() if call.on_wire] if self._lost is None else []
         for request_id in in_flight:  # so the server stops their work instead of finishing it for nobody
             self._cancel_on_wire(request_id, "the client closed the session", timeout=_CLOSE_SEND_TIMEOUT)
         self._fail_pending(SessionClosed("the session was closed"))
@@ -716,11 +716,17 @@ class ClientSession:
             entry.settle(error=error)
 
 
+_UNSENT, _SENDING, _SENT, _WITHDRAWN = range(4)
+"""A PendingCall's way to the wire. A cancel or a timeout withdraws an unsent call (it is never
+sent); one that comes while the request is being written is sent on the wire right after it, so
+the server never gets the cancel first."""
+
+
 class PendingCall(OneShot):
     """A request on its way: `result()` waits for it, `cancel()` withdraws it, `on_done()` hooks
     on. (Its `settle` is the session's: an answer, a timeout, a cancel, a lost connection.)"""
 
-    __slots__ = ("id", "method", "timeout_given", "progress", "progress_token", "deadline", "_session", "_params", "_sent")
+    __slots__ = ("id", "method", "timeout_given", "progress", "progress_token", "deadline", "_session", "_params", "_wire", "_cancel_after_send")
 
     def __init__(
         self,
@@ -740,22 +746,36 @@ class PendingCall(OneShot):
         self.deadline = time.monotonic() + timeout if timeout is not None else None  # for expire_overdue
         self._session = session
         self._params = params
-        self._sent = False
+        self._wire = _UNSENT
+        self._cancel_after_send: str | None = None
+
+    @property
+    def on_wire(self) -> bool:
+        """Whether the request has gone out (or is going out now)."""
+        return self._wire in (_SENDING, _SENT)
 
     def send(self) -> None:
-        """Send it (once; `start_request` has; not at all once it has ended, cancelled or timed
-        out first). If the send fails, the call has failed with that error (its `on_done`
+        """Send it (once; `start_request` has; not at all once it has ended, been cancelled or
+        timed out first). If the send fails, the call has failed with that error (its `on_done`
         callbacks have run) and the error is raised here too."""
-        if self._sent or self._outcome is not None:
-            return
-        self._sent = True
+        with self._lock:
+            if self._wire != _UNSENT or self._outcome is not None:
+                return
+            self._wire = _SENDING
         params, self._params = self._params, None
         session = self._session
         try:
             session._send_request(self.id, self.method, params, self.progress_token, session.timeout if self.timeout_given is None else self.timeout_given)
         except BaseException as exc:
+            with self._lock:
+                self._wire = _SENT
             self.settle(error=exc)
             raise
+        with self._lock:
+            self._wire = _SENT
+            reason, self._cancel_after_send = self._cancel_after_send, None
+        if reason is not None:  # a cancel came while the request was being written
+            session._cancel_on_wire(self.id, reason)
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for the answer (the session's default timeout unless given); see `request()`."""
@@ -765,19 +785,25 @@ class PendingCall(OneShot):
         return self.value()  # type: ignore[no-any-return]
 
     def _expire(self, limit: float | None) -> None:
-        if self.done():
-            return
-        if self.method != "initialize" and self._sent:
-            self._session._cancel_on_wire(self.id, f"timed out after {limit} s")
-        self.settle(error=CallTimeout(f"{self.method} got no answer within {limit} s"))
+        self._withdraw(f"timed out after {limit} s", CallTimeout(f"{self.method} got no answer within {limit} s"), tell=self.method != "initialize")
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""
-        if self.done():
-            return
-        if self._sent:
+        self._withdraw(reason, McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+
+    def _withdraw(self, reason: str, error: BaseException, tell: bool = True) -> None:
+        """End the call with `error`; the server hears `reason` if the request is (being) sent."""
+        with self._lock:
+            if self._outcome is not None:
+                return
+            wire = self._wire
+            if wire == _UNSENT:
+                self._wire = _WITHDRAWN
+            elif wire == _SENDING and tell:
+                self._cancel_after_send = reason
+        if wire == _SENT and tell:
             self._session._cancel_on_wire(self.id, reason)
-        self.settle(error=McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+        self.settle(error=error)
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

@@ -23,7 +23,7 @@ from mcpsync.catalog.catalog import KINDS, Catalog
 from mcpsync.catalog.context import Context
 from mcpsync.catalog.remote import RemoteOptions, RemoteSource, RemoteTool
 from mcpsync.catalog.service import Prompt, Resource, Service, Tool
-from mcpsync.errors import CallTimeout, ConnectionLost
+from mcpsync.errors import CallTimeout, ConnectionLost, McpsyncError
 from mcpsync.protocol.jsonrpc import ErrorCode, McpError
 from mcpsync.protocol.versions import Era
 
@@ -45,12 +45,21 @@ class FakePending:
         self.params = params
         self.progress = progress
         self.cancelled_with: str | None = None
+        self.on_wire = False
         self._done = threading.Event()
         self._callbacks: list[Callable[[Any, BaseException | None], None]] = []
 
     def send(self) -> None:
-        """The request goes out (the gateway sends once its downstream request waits for it)."""
+        """The request goes out (the gateway sends once its downstream request waits for it); a
+        scripted answer comes back at once, never before."""
+        if self.cancelled_with is not None:
+            return  # like PendingCall: a call withdrawn before it was sent is never sent
+        self.on_wire = True
         self.session.sent.append(self)
+        if self.session.answer is not None:
+            callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                self._answer(callback)
 
     def cancel(self, reason: str = "cancelled") -> None:
         self.cancelled_with = reason
@@ -59,14 +68,20 @@ class FakePending:
             callback(None, McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
 
     def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None:
-        """Like the client's PendingCall: at once when the script answers, else at the cancel."""
-        if self.session.answer is None and self.cancelled_with is None:
+        """Like the client's PendingCall: once sent, at once when the script answers, else at the
+        cancel."""
+        if self.cancelled_with is None and (self.session.answer is None or not self.on_wire):
             self._callbacks.append(callback)
             return
+        self._answer(callback)
+
+    def _answer(self, callback: Callable[[Any, BaseException | None], None]) -> None:
         try:
-            callback(self.result(0), None)
-        except McpError as exc:
+            result = self.result(0)
+        except McpsyncError as exc:  # the scripted failure is how the call ends (an error, a lost upstream)
             callback(None, exc)
+            return
+        callback(result, None)
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
         answer = self.session.answer

@@ -369,6 +369,34 @@ def test_a_prepared_call_cancelled_before_it_is_sent_never_reaches_the_server(op
     assert "tools/call" not in methods(session) and "notifications/cancelled" not in methods(session)
 
 
+def test_a_cancel_that_comes_while_the_request_is_being_written_reaches_the_server_after_it(open_fake, monkeypatch) -> None:
+    """A gateway sends a forwarded call on one thread while its client's cancel arrives on another:
+    the server must get the request first and then the cancel naming it, never the reverse (a
+    cancel for an id it has not seen is ignored, and the call would run to its end)."""
+    session = open_fake()
+    writing, release = threading.Event(), threading.Event()
+    real_send = session._send_request
+
+    def held_send(request_id: Any, method: str, *args: Any, **kwargs: Any) -> None:
+        if method == "tools/call":
+            writing.set()
+            assert release.wait(LONG), "the test never released the send"
+        real_send(request_id, method, *args, **kwargs)
+
+    monkeypatch.setattr(session, "_send_request", held_send)
+    call = session.prepare_request("tools/call", {"name": "hang"})
+    sender = start_thread(call.send, "test-sender")
+    assert writing.wait(LONG), "the send never started"
+    call.cancel("changed my mind")  # the request is half-way out
+    release.set()
+    sender.join(LONG)
+    with pytest.raises(McpError, match="changed my mind"):
+        call.result(0)
+    wire = [m for m in received(session) if m.get("method") in ("tools/call", "notifications/cancelled")]
+    assert [m["method"] for m in wire] == ["tools/call", "notifications/cancelled"]
+    assert wire[1]["params"]["requestId"] == wire[0]["id"] == call.id
+
+
 # -- a server that goes away ----------------------------------------------------------------------
 
 
