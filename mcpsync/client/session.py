@@ -322,9 +322,7 @@ class ClientSession:
         but goes out only at `PendingCall.send()`, so a caller can hook `on_done` and finish its
         own bookkeeping first. (A gateway does: the upstream may answer before the sending
         thread has returned from the write.) Raises SessionClosed or ConnectionLost."""
-        call = self._register(next(self._ids), method, params, progress, timeout)
-        call.on_done(lambda _result, _error: self._unregister(call))
-        return call
+        return self._register(next(self._ids), method, params, progress, timeout)  # it unregisters itself as it ends
 
     def expire_overdue(self) -> int:
         """Fail every call whose `start_request` deadline has passed; returns how many."""
@@ -748,6 +746,14 @@ class PendingCall(OneShot):
         self._params = params
         self._wire = _UNSENT
         self._cancel_after_send: str | None = None
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
+        """End it (see `OneShot.settle`), leaving the session's table first: a late answer to it
+        is dropped, and its `on_done` callbacks see a session without it."""
+        if self._outcome is not None:
+            return False
+        self._session._unregister(self)
+        return super().settle(result, error)
 
     @property
     def on_wire(self) -> bool:

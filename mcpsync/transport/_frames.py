@@ -25,6 +25,10 @@ class FrameSplitter:
         self._discarding = False
 
     def feed(self, data: bytes) -> list[Frame]:
+        end = len(data) - 1
+        if end >= 0 and data.find(b"\n") == end and end <= self._limit and not self._partial and not self._discarding:
+            line = data[:-2] if data.endswith(b"\r\n") else data[:-1]  # the usual read: one whole line
+            return [line] if line and not line.isspace() else []
         if data[-1:] == b"\n" and not self._partial and not self._discarding and len(data) <= self._limit:
             return self._whole_lines(data)
         frames: list[Frame] = []
@@ -56,12 +60,8 @@ class FrameSplitter:
         return frames
 
     def _whole_lines(self, data: bytes) -> list[Frame]:
-        """The usual read: whole lines, nothing held over, none near the limit (one split), and
-        most often exactly one line."""
+        """Whole lines, nothing held over, none near the limit: one split."""
         frames: list[Frame] = []
-        if data.find(b"\n") == len(data) - 1:
-            self._emit(data[:-1], frames)
-            return frames
         for line in data.split(b"\n")[:-1]:
             self._emit(line, frames)
         return frames
