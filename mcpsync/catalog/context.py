@@ -33,7 +33,7 @@ log = logging.getLogger("mcpsync")
 
 class CancelSignal(Protocol):
     """What a request's cancellation looks like to its Context: a `threading.Event`, or the
-    transports' `LazyEvent`."""
+    transports' `Cancellable`."""
 
     def is_set(self) -> bool: ...
 

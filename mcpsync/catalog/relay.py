@@ -67,7 +67,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .._futures import OneShot, settle
 from ..errors import CallTimeout, McpsyncError
@@ -177,6 +177,11 @@ class UpstreamCall:
     """One forwarded call, from before its request goes upstream until the upstream's final answer
     (and, if that came while the call was parked, until a retry collects it or it expires)."""
 
+    __slots__ = (
+        "number", "token", "session", "method", "params", "era", "wants_progress", "deadline", "pending", "round", "rounds",
+        "cancelled", "ctx", "outlet", "questions", "final", "ended", "batching", "_keys",
+    )
+
     def __init__(self, number: int, session: Any, method: str, params: dict[str, Any], ctx: Context, deadline: float, outlet: ForwardedCall) -> None:
         self.number = number  # its key among the calls in flight
         self.token: str | None = None  # its key once parked: random, as it travels in the sealed state
@@ -196,9 +201,11 @@ class UpstreamCall:
         self.final: tuple[Any, BaseException | None] | None = None
         self.ended: threading.Event | None = None  # made (under the relay's lock) for a thread that waits for the end
         self.batching = False  # a question's thread is collecting its siblings for one round
-        self._keys = itertools.count(1)
+        self._keys: Iterator[int] | None = None  # made at the upstream's first question
 
     def next_key(self, method: str) -> str:
+        if self._keys is None:
+            self._keys = itertools.count(1)
         return f"{KINDS[method]}-{next(self._keys)}"
 
     def progress(self, progress: float, total: float | None, message: str | None) -> None:

@@ -2,8 +2,7 @@
 
 Strategy: an event a tool can poll (`ctx.cancelled`) or wait on (`ctx.wait_cancelled`), plus
 callbacks for work that cannot poll, such as a call forwarded to an upstream server. Cancelling is
-idempotent; a callback registered after the cancel runs at once. Every request has one, and few
-are ever waited on, so the event is a `LazyEvent`.
+idempotent; a callback registered after the cancel runs at once.
 """
 
 from __future__ import annotations
@@ -15,49 +14,41 @@ from typing import Callable
 log = logging.getLogger("mcpsync")
 
 
-class LazyEvent:
-    """`threading.Event`'s `is_set`, `set` and `wait`, with the Event (a Condition and its lock
-    underneath) made only when a thread waits: most requests are never waited on."""
+class Cancellable:
+    """A request's cancellation: its flag, the Event a waiting thread sleeps on (made only when
+    one waits: most requests are never waited on), and its callbacks. It is its own
+    `cancel_event` (`is_set`, `wait`), the signal a `Context` reads."""
 
-    __slots__ = ("_flag", "_event", "_lock")
+    __slots__ = ("_cancelled", "_event", "_callbacks", "_lock")
 
     def __init__(self) -> None:
-        self._flag = False
+        self._cancelled = False
         self._event: threading.Event | None = None
+        self._callbacks: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
-    def is_set(self) -> bool:
-        return self._flag
+    @property
+    def cancel_event(self) -> "Cancellable":
+        return self
 
-    def set(self) -> None:
-        with self._lock:
-            self._flag = True
-            event = self._event
-        if event is not None:
-            event.set()
+    def is_set(self) -> bool:
+        """True once the request is cancelled."""
+        return self._cancelled
 
     def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the request is cancelled, at most `timeout` seconds; True if it is."""
         with self._lock:
-            if self._flag:
+            if self._cancelled:
                 return True
             if self._event is None:
                 self._event = threading.Event()
             event = self._event
         return event.wait(timeout)
 
-
-class Cancellable:
-    __slots__ = ("cancel_event", "_callbacks", "_lock")
-
-    def __init__(self) -> None:
-        self.cancel_event = LazyEvent()
-        self._callbacks: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
-
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Run `callback` when the request is cancelled (at once if it already is)."""
         with self._lock:
-            if not self.cancel_event.is_set():
+            if not self._cancelled:
                 self._callbacks.append(callback)
                 return
         callback()
@@ -72,10 +63,13 @@ class Cancellable:
     def cancel(self) -> None:
         """Mark the request cancelled and run its cancel callbacks (e.g. cancel an upstream call)."""
         with self._lock:
-            if self.cancel_event.is_set():
+            if self._cancelled:
                 return
-            self.cancel_event.set()
+            self._cancelled = True
             callbacks, self._callbacks = self._callbacks, []
+            event = self._event
+        if event is not None:
+            event.set()
         for callback in callbacks:
             try:
                 callback()

@@ -553,8 +553,8 @@ class AskingExchange(FakeExchange, Cancellable):
     """
 
     def __init__(self, answers: list[Any] | None = None, *, batch: int = 1) -> None:
-        FakeExchange.__init__(self)
-        Cancellable.__init__(self)
+        Cancellable.__init__(self)  # its own cancel_event, as the transports' exchanges
+        self.notifications: list[tuple[str, dict[str, Any]]] = []
         self.asked: list[tuple[str, dict[str, Any]]] = []
         self.futures: list[concurrent.futures.Future[dict[str, Any]]] = []
         self.asked_event = threading.Event()
