@@ -111,6 +111,28 @@ class Engine:
         tool = self.catalog.find_tool_known(name) if isinstance(name, str) else None  # never asks an upstream
         return tool is not None and hasattr(tool, "start")
 
+    def execute_to(
+        self,
+        request: Request,
+        session: Session,
+        exchange: Any,
+        transport: TransportInfo,
+        deliver: Callable[[Outcome], None],
+        header_check: HeaderCheck | None = None,
+    ) -> None:
+        """`execute`, with the final outcome handed to `deliver`: here and now, or later on the
+        thread that resolves a `Deferred` one. Never raises: reaching the guard is an engine bug,
+        logged and delivered as -32603 (every transport's workers run requests this way)."""
+        try:
+            outcome = self.execute(request, session, exchange, transport, header_check)
+        except Exception:
+            log.exception("engine failed on %s", request.method)
+            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
+        if isinstance(outcome, Deferred):
+            outcome.then(deliver)
+        else:
+            deliver(outcome)
+
     def is_era_distinctive(self, request: Request) -> bool:
         """Requests the reader must finish before reading on while the era is unlocked."""
         return request.method == "initialize" or claims_modern(request.params)

@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
-from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
+from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
@@ -388,16 +388,7 @@ class WsgiTransport:
 
     def _execute(self, exchange: Exchange, session: Session, era: Era, header_check: Any) -> None:
         """On a worker: run the engine; the answer goes into the exchange's channel."""
-        request = exchange.request
-        try:
-            outcome: Outcome = self._engine.execute(request, session, exchange, HTTP, header_check)
-        except Exception:  # the engine answers everything; reaching here is a bug
-            log.exception("engine failed on %s", request.method)
-            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
-        if isinstance(outcome, Deferred):  # answered by whichever thread resolves it
-            outcome.then(lambda final: self._complete(exchange, era, final))
-        else:
-            self._complete(exchange, era, outcome)
+        self._engine.execute_to(exchange.request, session, exchange, HTTP, lambda final: self._complete(exchange, era, final), header_check)
 
     def _complete(self, exchange: Exchange, era: Era, outcome: Outcome) -> None:
         """The engine's outcome: the work is over (the request may have been answered already,

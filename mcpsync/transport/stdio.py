@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
-from ..engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
+from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..errors import McpsyncError
 from ..protocol import jsonrpc
@@ -454,15 +454,7 @@ class StdioServer:
 
     # -- workers ---------------------------------------------------------------------------------
     def _execute(self, request: Request, exchange: _Exchange) -> None:
-        try:
-            outcome: Outcome = self._engine.execute(request, self._session, exchange, STDIO)
-        except Exception:  # the engine answers everything; reaching here is a bug
-            log.exception("engine failed on %s", request.method)
-            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
-        if isinstance(outcome, Deferred):  # answered by whichever thread resolves it
-            outcome.then(lambda final: self._complete(request, exchange, final))
-        else:
-            self._complete(request, exchange, outcome)
+        self._engine.execute_to(request, self._session, exchange, STDIO, lambda final: self._complete(request, exchange, final))
 
     def _complete(self, request: Request, exchange: _Exchange, outcome: Outcome) -> None:
         if isinstance(outcome, Subscribed):
