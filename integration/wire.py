@@ -77,6 +77,17 @@ def modern_meta(**extra: Any) -> dict[str, Any]:
     return meta
 
 
+def era_params(modern: bool, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    """A copy of `params` dressed for the era: the 2026-07-28 envelope (with `meta` in it), or
+    the handshake era's plain `_meta` when `meta` is given."""
+    out = dict(params or {})
+    if modern:
+        out["_meta"] = modern_meta(**meta)
+    elif meta:
+        out["_meta"] = dict(meta)
+    return out
+
+
 def encode(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
 
@@ -424,12 +435,7 @@ class EraClient:
             self.discover_result = proc.result("server/discover", {"_meta": modern_meta()})
 
     def params(self, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-        out = dict(params or {})
-        if self.modern:
-            out["_meta"] = modern_meta(**meta)
-        elif meta:
-            out["_meta"] = dict(meta)
-        return out
+        return era_params(self.modern, params, **meta)
 
     def request(self, method: str, params: dict[str, Any] | None = None, id: Any = None, **meta: Any) -> dict[str, Any]:
         return self.proc.request(method, self.params(params, **meta), id=id)
@@ -494,12 +500,7 @@ class GatewayClient:
             self.opened = legacy_init(proc)
 
     def params(self, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-        out = dict(params or {})
-        if self.modern:
-            out["_meta"] = modern_meta(**meta)
-        elif meta:
-            out["_meta"] = dict(meta)
-        return out
+        return era_params(self.modern, params, **meta)
 
     def frame(self, request_id: Any, method: str, params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": self.params(params, **meta)}
