@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from . import __version__
 from .catalog.catalog import Catalog
-from .catalog.remote import RemoteOptions, RemoteSource
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
+from .gateway.remote import RemoteOptions, RemoteSource
+from .gateway.upstream import upstream_source
 from .engine.interceptors import Interceptor
-from .protocol.versions import Era
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
@@ -165,28 +165,7 @@ class Server:
             call_timeout=timeout,
             start_timeout=timeout,
         )
-        from .client import connection_for
-
-        def connector(on_change: Callable[[str, dict[str, Any]], None], on_lost: Callable[[Exception], None]) -> Any:
-            from .client.session import ClientSession
-
-            connection = connection_for(target, env=env, cwd=cwd, headers=headers)
-            # The upstream's questions during a call reach that call's client (catalog/relay.py),
-            # which checks each question against that client's own capabilities.
-            session = ClientSession(
-                connection,
-                mode=mode,
-                timeout=timeout,
-                on_change=on_change,
-                on_lost=on_lost,
-                elicitation_modes=("form", "url"),
-                **remote.question_handlers(),
-            ).open()
-            if session.era is Era.MODERN:  # a 2026-07-28 server only tells a listener about changes
-                session.listen(tools=True, prompts=True, resources=True, queue_events=False)
-            return session
-
-        remote = RemoteSource(name, connector, options)
+        remote = upstream_source(name, target, options, env=env, cwd=cwd, headers=headers, mode=mode, timeout=timeout)
         self.catalog.add_remote(remote)
         return remote
 

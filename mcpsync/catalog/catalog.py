@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from ..protocol.jsonrpc import invalid_params
-from .remote import STALE
 from .service import Prompt, Resource, ResourceTemplate, Service, Tool
 
 log = logging.getLogger("mcpsync")
@@ -26,6 +25,10 @@ ChangeListener = Callable[[frozenset[str]], None]
 """Told which kinds of list changed: a subset of {"tools", "prompts", "resources"}."""
 UpdateListener = Callable[[str], None]
 """Told the URI of a resource whose content changed."""
+
+STALE = object()
+"""What a remote source's `find_known` returns when its list is not known (or not fresh): only a
+fetch could say. The catalog then declines to answer from what it knows."""
 
 T = TypeVar("T")
 

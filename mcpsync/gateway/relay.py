@@ -73,8 +73,8 @@ from .._futures import OneShot, settle
 from ..errors import CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
-from .context import Context
-from .questions import ELICIT, KINDS, Question, checked_answer, missing_capability
+from ..catalog.context import Context
+from ..catalog.questions import ELICIT, KINDS, Question, checked_answer, missing_capability
 
 log = logging.getLogger("mcpsync")
 

@@ -24,11 +24,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..catalog.catalog import STALE
+from ..catalog.context import Context
+from ..catalog.service import template_pattern
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
-from .context import Context
 from .relay import ForwardedCall, Relay, parked_call_id, strip_era_fields
-from .service import template_pattern
 
 __all__ = ["ForwardedCall", "RemoteOptions", "RemoteSource", "RemoteTool", "strip_era_fields"]
 
@@ -151,9 +152,6 @@ class _Cache:
     failure: McpError | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-
-STALE = object()
-"""`find_known`: the list is not known (or not fresh); only a fetch could say."""
 
 Connector = Callable[[Callable[[str, dict[str, Any]], None], Callable[[Exception], None]], Any]
 """Opens a client session with the upstream, wiring the given change and loss callbacks (the

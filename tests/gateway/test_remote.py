@@ -1,4 +1,4 @@
-"""Tests for mcpsync.catalog.remote: an upstream's entries in the catalog, driven by a fake session.
+"""Tests for mcpsync.gateway.remote: an upstream's entries in the catalog, driven by a fake session.
 
 A `FakeConnector` hands the `RemoteSource` scripted `FakeSession`s instead of real client sessions,
 and keeps the change and loss callbacks the source wired, so a test plays the upstream's reader
@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import pytest
 
-from mcpsync.catalog import remote as remote_module
+from mcpsync.gateway import remote as remote_module
 from mcpsync.catalog.catalog import KINDS, Catalog
 from mcpsync.catalog.context import Context
-from mcpsync.catalog.remote import RemoteOptions, RemoteSource, RemoteTool
+from mcpsync.gateway.remote import RemoteOptions, RemoteSource, RemoteTool
 from mcpsync.catalog.service import Prompt, Resource, Service, Tool
 from mcpsync.errors import CallTimeout, ConnectionLost, McpsyncError
 from mcpsync.protocol.jsonrpc import ErrorCode, McpError
