@@ -1,6 +1,6 @@
 """The blocking client against the *official* MCP Python SDK's server (mcp==2.3.0, `.venv-peers`).
 
-`../shared/bench/peers/mcp_sdk_server.py` (beside the repo) serves `echo(text)` and `add_tool()` (registers `dyn_N`
+`scripts/peers/sdk_stdio_server.py` serves `echo(text)` and `add_tool()` (registers `dyn_N`
 and publishes a tools list change to `subscriptions/listen` streams). In mode "auto" the client must
 find the SDK's 2026-07-28 support by probing; "legacy" forces the handshake; "modern" forces
 2026-07-28. In the handshake era the SDK declares `tools.listChanged: false` and pushes nothing, so
@@ -25,7 +25,7 @@ from wire import children_of
 
 pytestmark = pytest.mark.timeout(60)
 
-SDK_SERVER = Path(__file__).resolve().parents[2] / "shared" / "bench" / "peers" / "mcp_sdk_server.py"  # ../shared beside the repo
+SDK_SERVER = Path(__file__).resolve().parents[1] / "scripts" / "peers" / "sdk_stdio_server.py"
 MODES = ["auto", "legacy", "modern"]
 ERA_OF = {"auto": Era.MODERN, "legacy": Era.HANDSHAKE, "modern": Era.MODERN}
 
@@ -68,7 +68,7 @@ def test_tools_and_calls(sdk, mode: str) -> None:
     session = sdk(mode)
     assert session.era is ERA_OF[mode]
     assert session.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-    assert session.server_info["name"] == "bench-mcp-sdk"
+    assert session.server_info["name"] == "mcpsync-peer-sdk"
     assert tool_names(session) == ["echo", "add_tool"]
     assert text_of(session.call_tool("echo", {"text": "héllo"})) == "héllo"
     unknown = session.call_tool("nosuch")  # the SDK reports an unknown tool as a tool error

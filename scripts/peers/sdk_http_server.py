@@ -1,5 +1,5 @@
 """The official Python SDK (mcp==2.3.0) serving the `echo` tool over Streamable HTTP: the HTTP peer
-of `<shared>/bench/peers/mcp_sdk_server.py`, for `scripts/bench-http`.
+of `scripts/peers/sdk_stdio_server.py`, for `scripts/bench-http`.
 
     $(scripts/peers-venv) scripts/peers/sdk_http_server.py --port 8001 [--host 127.0.0.1] [--stateless]
 
