@@ -1,8 +1,8 @@
 """The official MCP conformance suite against mcpsync, in both protocol eras.
 
 The suite (npm @modelcontextprotocol/conformance 0.2.0-alpha.12) tests servers over Streamable HTTP
-only. ``../shared/conformance/run.sh URL`` (the shared folder beside the repo root; read-only in CI)
-installs it with a Node 22 into ``~/.cache/mcp-conformance``, runs every server scenario once per era
+only. ``scripts/conformance URL`` installs it with a Node 22 into ``.peers-conformance/suite/``
+(gitignored), runs every server scenario once per era
 (2025-11-25, then 2026-07-28) and ends with ``conformance: N passed, M failed``. The server under test
 is ``integration/conformance/fixture.py``, which has every tool, prompt and resource the scenarios
 call. Two legs:
@@ -10,12 +10,12 @@ call. Two legs:
 1. mcpsync's own HTTP transport: ``python -m mcpsync serve --http 127.0.0.1:PORT fixture.py``,
    known failures in ``integration/conformance/known-failures.txt``.
 2. mcpsync's stdio transport bridged to HTTP by the npm package supergateway (pinned, installed in
-   ``.peers-conformance/`` by ``integration/conformance/peers-supergateway``), known failures (the
+   ``.peers-conformance/supergateway/`` by ``integration/conformance/peers-supergateway``), known failures (the
    bridge's own artefacts) in ``known-failures-supergateway.txt``.
 
 Each leg must exit 0 (no FAILURE outside its known failures), must have run the scenarios of both
 eras, and must not carry stale known failures: an entry whose checks all pass is an error, so the
-lists shrink as mcpsync grows. A missing Node, npm or shared folder fails; nothing is skipped.
+lists shrink as mcpsync grows. A missing Node or npm fails, saying what to install; nothing is skipped.
 
 A quick stdio check (no network) comes first: the fixture loads and serves every probe in both eras.
 """
@@ -31,6 +31,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ FIXTURE = CONFORMANCE / "fixture.py"
 KNOWN_FAILURES = CONFORMANCE / "known-failures.txt"
 KNOWN_FAILURES_SUPERGATEWAY = CONFORMANCE / "known-failures-supergateway.txt"
 PEERS_SUPERGATEWAY = CONFORMANCE / "peers-supergateway"
-RUN_SH = REPO_ROOT.parent / "shared" / "conformance" / "run.sh"
+RUNNER = REPO_ROOT / "scripts" / "conformance"
 
 ERAS = ("2025-11-25", "2026-07-28")
 MCP_PATH = "/mcp"  # where both mcpsync's HTTP transport and supergateway serve the endpoint
@@ -55,7 +56,7 @@ MCP_PATH = "/mcp"  # where both mcpsync's HTTP transport and supergateway serve 
 MIN_SCENARIOS = {"2025-11-25": 33, "2026-07-28": 40}
 
 START_TIMEOUT = 30.0  # until the server's port accepts connections
-RUN_TIMEOUT = 800.0  # run.sh: ~20 s of installs the first time, then two harness runs (600 s cap each)
+RUN_TIMEOUT = 800.0  # scripts/conformance: ~20 s of installs the first time, then two harness runs (600 s cap each)
 INSTALL_TIMEOUT = 320.0  # peers-supergateway bounds its npm install at 300 s itself
 
 CLOSING_LINE = re.compile(r"^conformance: (\d+) passed, (\d+) failed$", re.MULTILINE)
@@ -143,7 +144,7 @@ def test_conformance_over_stdio_via_supergateway(tmp_path: Path, bounded: Any) -
     """mcpsync's stdio transport behind supergateway (a stateful Streamable HTTP bridge)."""
     node = shutil.which("node")
     if node is None:
-        pytest.fail("node is not on the PATH; supergateway needs Node.js >= 20", pytrace=False)
+        pytest.fail("node is not on the PATH; supergateway needs Node.js >= 20 (Debian: apt-get install nodejs npm)", pytrace=False)
     install = bounded([str(PEERS_SUPERGATEWAY)], timeout=INSTALL_TIMEOUT, cwd=REPO_ROOT)
     entry = install.stdout.strip().splitlines()[-1] if install.stdout.strip() else ""
     if install.returncode != 0 or not os.path.isfile(entry):
@@ -167,14 +168,13 @@ def test_conformance_over_stdio_via_supergateway(tmp_path: Path, bounded: Any) -
 # -- helpers -------------------------------------------------------------------------------------------
 
 def _run_suite(url: str, known_failures: Path, tmp_path: Path, server: "_Background") -> None:
-    if not RUN_SH.is_file():
-        pytest.fail(f"{RUN_SH} is missing: the shared folder must sit beside the repo root", pytrace=False)
+    if shutil.which("npm") is None:
+        pytest.fail("npm is not on the PATH: the conformance suite is an npm package (Debian: apt-get install nodejs npm)",
+                    pytrace=False)
     out = tmp_path / "results"
-    env = dict(os.environ, CONF_OUT=str(out))
     proc = subprocess.Popen(
-        ["bash", str(RUN_SH), url, "--ignore", str(known_failures)],
+        [sys.executable, str(RUNNER), url, "--ignore", str(known_failures), "--out", str(out)],
         cwd=REPO_ROOT,
-        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -186,10 +186,10 @@ def _run_suite(url: str, known_failures: Path, tmp_path: Path, server: "_Backgro
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         output, _ = proc.communicate()
-        pytest.fail(f"run.sh timed out after {RUN_TIMEOUT}s\n{output}\n--- server log ---\n{server.log_tail()}", pytrace=False)
-    report = f"run.sh exit {proc.returncode}; results in {out}\n{output}\n--- server log ---\n{server.log_tail()}"
+        pytest.fail(f"scripts/conformance timed out after {RUN_TIMEOUT}s\n{output}\n--- server log ---\n{server.log_tail()}", pytrace=False)
+    report = f"scripts/conformance exit {proc.returncode}; results in {out}\n{output}\n--- server log ---\n{server.log_tail()}"
     if proc.returncode == 2:
-        pytest.fail(f"run.sh could not install or run the suite\n{report}", pytrace=False)
+        pytest.fail(f"scripts/conformance could not install or run the suite\n{report}", pytrace=False)
     closing = CLOSING_LINE.findall(output)
     assert closing, f"no closing 'conformance: N passed, M failed' line\n{report}"
     passed, failed = (int(n) for n in closing[-1])

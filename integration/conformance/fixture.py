@@ -4,7 +4,7 @@ scenarios call (npm @modelcontextprotocol/conformance 0.2.0-alpha.12), written w
 Serve it over Streamable HTTP and point the suite at it (see integration/conformance/README.md):
 
     python -m mcpsync serve --http 127.0.0.1:8000 integration/conformance/fixture.py
-    ../shared/conformance/run.sh http://127.0.0.1:8000/mcp --ignore integration/conformance/known-failures.txt
+    scripts/conformance http://127.0.0.1:8000/mcp --ignore integration/conformance/known-failures.txt
 
 or over stdio (``python -m mcpsync serve integration/conformance/fixture.py``), bridged to HTTP by
 supergateway. The names are fixed by the suite; what each scenario checks is noted on each entry.
