@@ -138,6 +138,16 @@ def test_bad_target_exits_1_with_one_line_on_stderr_and_nothing_on_stdout(target
     assert not has_traceback(result.stderr)
 
 
+def test_a_misspelt_attribute_of_a_file_names_the_file_not_its_import_name(tmp_path) -> None:
+    (tmp_path / "notes.py").write_text("from mcpsync import Service\n\nservice = Service('notes')\n")
+    result = subprocess.run(
+        serve_argv("notes.py:servce"), stdin=subprocess.DEVNULL, capture_output=True, text=True, env=base_env(), timeout=20, cwd=tmp_path
+    )
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    assert result.stdout == ""
+    assert result.stderr == "Error: notes.py:servce: notes.py has no attribute 'servce'\n"
+
+
 @pytest.mark.parametrize(
     "args",
     [["--max-frame-bytes", "10"], ["--workers", "0"], ["--page-size", "0"], ["--log-level", "loud"], ["--no-such-option"], ["a.py", "b.py"]],

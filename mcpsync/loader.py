@@ -29,7 +29,7 @@ def load_target(target: str) -> Servable:
     module_part, _, attr = target.partition(":") if not _is_windows_drive(target) else (target, "", "")
     module = _load_module(module_part)
     if attr:
-        return _resolve_attr(module, attr, target)
+        return _resolve_attr(module, module_part, attr, target)
     return _find_single(module, target)
 
 
@@ -67,11 +67,13 @@ def _execute(load, spec: str):  # type: ignore[no-untyped-def]
         raise TargetError(f"importing {spec} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _resolve_attr(module: ModuleType, attr: str, target: str) -> Servable:
+def _resolve_attr(module: ModuleType, module_part: str, attr: str, target: str) -> Servable:
+    """`attr` of the loaded module; messages name the module as the user wrote it (notes.py),
+    not by the private name a file is imported under."""
     value: object = module
     for part in attr.split("."):
         if not hasattr(value, part):
-            raise TargetError(f"{target}: {module.__name__} has no attribute {attr!r}")
+            raise TargetError(f"{target}: {module_part} has no attribute {attr!r}")
         value = getattr(value, part)
     if isinstance(value, (Server, Service)):
         return value
