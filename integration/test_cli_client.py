@@ -47,6 +47,21 @@ def mcpsync_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 
         pytest.fail(f"mcpsync {' '.join(args)} did not finish within {timeout}s; stdout so far: {exc.stdout!r}", pytrace=False)
 
 
+# -- help -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["tools", "call", "listen"])
+def test_help_says_the_server_is_a_url_or_a_command(command: str) -> None:
+    result = mcpsync_cli(command, "--help")
+    assert result.returncode == 0, result.stderr
+    description = result.stdout.split("\n\n", 1)[1].split("Options:")[0]  # past the usage line
+    assert "URL" in description and "COMMAND" in description, description
+    assert f"mcpsync {command} " in description and " http://" in description, "no URL example"
+    listing = mcpsync_cli("--help").stdout
+    (line,) = [line for line in listing.splitlines() if line.split()[:1] == [command]]
+    assert "URL" in line and "COMMAND" in line, line
+
+
 # -- tools ----------------------------------------------------------------------------------------
 
 

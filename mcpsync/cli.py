@@ -318,15 +318,16 @@ def _print_json(value: object) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-@cli.command()
+@cli.command(short_help="List the tools of an MCP server (URL or COMMAND).")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full tool definitions as JSON.")
 def tools(server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> None:
-    """List the tools of the MCP server started by COMMAND.
+    """List the tools of the MCP server at URL (Streamable HTTP) or started by COMMAND.
 
     \b
-    Example:
+    Examples:
       mcpsync tools -- mcpsync serve
+      mcpsync tools http://127.0.0.1:8000/mcp
     """
     from .errors import McpsyncError
 
@@ -344,19 +345,21 @@ def tools(server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> 
         click.echo(f"{tool['name']:<{width}}  {summary[0] if summary else ''}".rstrip())
 
 
-@cli.command()
+@cli.command(short_help="Call a tool of an MCP server (URL or COMMAND).")
 @click.argument("tool")
 @click.option("--args", "arguments", default="{}", show_default=True, help="Tool arguments as a JSON object.")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole CallToolResult as JSON.")
 def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> None:
-    """Call TOOL on the MCP server started by COMMAND and print its result.
+    """Call TOOL on the MCP server at URL (Streamable HTTP) or started by COMMAND, and print its
+    result.
 
     Exits 1 when the tool reports an error (isError), 3 when the call itself fails.
 
     \b
-    Example:
+    Examples:
       mcpsync call add --args '{"a": 2, "b": 3}' -- mcpsync serve
+      mcpsync call add --args '{"a": 2, "b": 3}' http://127.0.0.1:8000/mcp
     """
     import json
 
@@ -386,18 +389,20 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
         sys.exit(EXIT_TOOL_ERROR)
 
 
-@cli.command()
+@cli.command(short_help="Print the list changes of an MCP server (URL or COMMAND).")
 @_client_options
 @click.option("--count", type=click.IntRange(min=1), help="Stop after this many events.")
 @click.option("--resource", "resources", multiple=True, metavar="URI", help="Also watch this resource (repeatable).")
 def listen(server: tuple[str, ...], mode: str, timeout: float, count: int | None, resources: tuple[str, ...]) -> None:
-    """Print the list changes (and resource updates) of the MCP server started by COMMAND.
+    """Print the list changes (and resource updates) of the MCP server at URL (Streamable HTTP)
+    or started by COMMAND.
 
     One line per event, as it arrives, until the server ends, Ctrl-C, or --count events.
 
     \b
-    Example:
+    Examples:
       mcpsync listen --resource file:///notes -- mcpsync serve app.py
+      mcpsync listen http://127.0.0.1:8000/mcp
     """
     from .client import ListChanged
     from .errors import McpsyncError
