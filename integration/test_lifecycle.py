@@ -1,7 +1,8 @@
 """Process lifecycle and cancellation over a real `python -m mcpsync serve` subprocess.
 
 - End of input: exit 0 promptly when idle; in-flight requests still get their responses first.
-- SIGTERM / SIGINT while a tool runs: a bounded, clean exit (code 0, no traceback, no children).
+- SIGTERM / SIGINT while a tool runs: a bounded, clean exit (code 0, no traceback, no children);
+  each request still running or waiting at the shutdown deadline is answered -32603 once.
 - `notifications/cancelled`: the cancelled request is never answered, its tool sees `ctx.cancelled`,
   ids keep their JSON type, unknown ids are ignored, `initialize` cannot be cancelled.
 
@@ -175,21 +176,50 @@ def test_signal_while_idle_exits_zero(signum: int) -> None:
         assert not has_traceback(proc.stderr_text())
 
 
-def test_signal_while_a_tool_ignores_cancellation_exits_within_the_shutdown_timeout() -> None:
-    # toolbox's Server has shutdown_timeout=1.0; the stubborn tool would run for 5 s.
+SHUTTING_DOWN = {"code": -32603, "message": "the server is shutting down"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_signal_while_a_tool_ignores_cancellation_answers_it_once_and_exits_within_the_shutdown_timeout(era: str) -> None:
+    # toolbox's Server has shutdown_timeout=1.0; the stubborn tool would run for 30 s.
     with ServerProcess(serve_argv(fixture("toolbox.py"))) as proc:
-        legacy_init(proc)
-        proc.send({"jsonrpc": "2.0", "id": "stubborn", "method": "tools/call", "params": {"name": "stubborn", "arguments": {"seconds": 5}, "_meta": {"progressToken": "s"}}})
+        client = EraClient(proc, era)
+        proc.send(call_frame(client, "stubborn", "stubborn", {"seconds": 30}, token="s"))
         proc.expect(progress_of("s"), what="the stubborn tool's progress")
         started = time.monotonic()
         proc.signal(signal.SIGTERM)
+        answer = proc.response("stubborn", timeout=3.0)
         try:
             code = proc.wait_exit(3.0)
         finally:
             elapsed = time.monotonic() - started
+        assert answer["error"] == SHUTTING_DOWN, answer
         assert code == 0
         assert elapsed < 3.0
+        assert not any(is_response(frame) for frame in proc.drain()), "a request was answered twice"
         assert not has_traceback(proc.stderr_text())
+
+
+@pytest.mark.parametrize(
+    "era, argv",
+    [("handshake", ["--workers", "1"]), ("modern", [])],
+    ids=["queued-behind-a-busy-worker", "held-back-on-an-unlocked-connection"],
+)
+def test_signal_answers_the_requests_that_never_ran(era: str, argv: list[str]) -> None:
+    """The second request never starts: its only worker is taken (handshake, one worker), or the
+    reader holds it back until the first request of an unlocked connection has locked the era
+    (2026-07-28). Both are in one write, so the first one's progress proves both were read."""
+    with ServerProcess(serve_argv(fixture("toolbox.py"), *argv)) as proc:
+        client = EraClient(proc, era, probe=False)
+        first = call_frame(client, "first", "stubborn", {"seconds": 30}, token="f")
+        second = call_frame(client, "second", "whoami", {})
+        proc.write_raw(encode(first) + encode(second))
+        proc.expect(progress_of("f"), what="the stubborn tool's progress")
+        proc.signal(signal.SIGTERM)
+        answers = [proc.response(request_id, timeout=3.0) for request_id in ("first", "second")]
+        assert proc.wait_exit(3.0) == 0
+        assert [answer["error"] for answer in answers] == [SHUTTING_DOWN, SHUTTING_DOWN], answers
+        assert not any(is_response(frame) for frame in proc.drain()), "a request was answered twice"
 
 
 def test_sigterm_during_the_first_modern_request_exits_promptly() -> None:

@@ -11,8 +11,10 @@ Strategy (ARCHITECTURE.md's threading contract):
    response, and list-change notifications take the lock once for all their copies.
 4. End of input lets in-flight requests finish (bounded by `drain_timeout`) and returns. `shutdown()`
    (any thread, or SIGTERM/SIGINT through `request_shutdown`) tells running tools they are cancelled,
-   waits at most `shutdown_timeout` for them, and returns. Either way every thread started here is
-   stopped or reported.
+   waits at most `shutdown_timeout` for them, and returns. Either way every request with an id gets
+   exactly one answer: those still in flight at the deadline, and those read but held back, are
+   answered -32603 "the server is shutting down" under the output lock, and whatever a request still
+   running returns later is dropped. Every thread started here is stopped or reported.
 
 The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninterruptible read, so
 `shutdown()` can always reach it.
@@ -60,6 +62,8 @@ READ_CHUNK = 1 << 16
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 # Decoded frames held back while a request that must finish first runs; past this, stop reading.
 _MAX_PENDING = 1024
+SHUTTING_DOWN = "the server is shutting down"
+"""The -32603 answer of a request that shutdown gave up on, or never ran."""
 
 
 class _Exchange(Cancellable):
@@ -462,12 +466,19 @@ class StdioServer:
             return
         frame = self._encode_outcome(request, outcome)
         with self._output.lock:
-            self._inflight.pop(request.id, None)
-            exchange.done = True  # no notification of this request may follow its response
-            if frame is not None and not exchange.cancelled_by_client:
+            if self._end_locked(request.id, exchange) and frame is not None and not exchange.cancelled_by_client:
                 if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
                     self._session.commit_era(outcome.claims)
         exchange.finish()
+
+    def _end_locked(self, request_id: Any, exchange: _Exchange) -> bool:
+        """Under the output lock: the request leaves the in-flight table and nothing more of it
+        (no notification) may be written. False when it had ended already: the shutdown answered
+        it past its deadline, so what it returns now is dropped."""
+        self._inflight.pop(request_id, None)
+        first = not exchange.done
+        exchange.done = True
+        return first
 
     def _activate(self, request: Request, exchange: _Exchange, outcome: Subscribed) -> None:
         """Register an accepted listen and write its acknowledgement in one critical section."""
@@ -478,9 +489,8 @@ class StdioServer:
             )
         )
         with self._output.lock:
-            self._inflight.pop(request.id, None)
-            exchange.done = True
-            self._register_listen(request.id, outcome.accepted, ack, exchange.cancelled_by_client)
+            if self._end_locked(request.id, exchange):
+                self._register_listen(request.id, outcome.accepted, ack, exchange.cancelled_by_client)
         exchange.finish()
 
     def _register_listen(self, listen_id: Any, accepted: dict[str, Any], ack: bytes, cancelled: bool) -> None:
@@ -567,18 +577,49 @@ class StdioServer:
                 break
         return running
 
+    def _refuse_held_back(self) -> None:
+        """The frames read but held back behind a request that had to finish first will never be
+        dispatched: answer each request among them -32603 (a malformed frame its own error, as
+        dispatching it would have), so none goes unanswered. Empty after end of input, which
+        dispatches everything first."""
+        error = McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)
+        while self._pending:
+            message = self._pending.popleft()
+            if isinstance(message, Request):
+                self._send(jsonrpc.error_frame(message.id, error))
+            else:
+                self._dispatch(message)
+
+    def _answer_unfinished(self) -> None:
+        """Past the deadline: answer -32603 every request still in flight (running, queued for a
+        worker, or waiting for an upstream) that the client did not cancel. Each answer is written
+        under the output lock only if the request had not ended meanwhile (`_end_locked`), so it is
+        the request's one answer, and what the request returns later is dropped."""
+        with self._output.lock:
+            left = list(self._inflight.items())
+        error = McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)
+        frames = [jsonrpc.encode(jsonrpc.error_frame(request_id, error)) for request_id, _ in left]
+        with self._output.lock:
+            for (request_id, exchange), frame in zip(left, frames):
+                if self._end_locked(request_id, exchange) and not exchange.cancelled_by_client:
+                    self._output.write_locked(frame)
+        for _, exchange in left:
+            exchange.finish()
+
     def _close(self, graceful: bool) -> None:
         with self._output.lock:
             self._closing = True
             for subscription in self._subscriptions.drain():
                 if graceful:  # end of input drops them silently
                     self._output.write_locked(self._listen_complete_frame(subscription.id))
-        self._asks.close("the server is shutting down" if graceful else "the connection closed")
+        self._asks.close(SHUTTING_DOWN if graceful else "the connection closed")
+        self._refuse_held_back()
         still_running = self._finish_requests(graceful)
         if still_running:
             self._clean = False
             log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(still_running))
             self._executor.shutdown(wait=False, cancel_futures=True)
+            self._answer_unfinished()
         else:
             self._executor.shutdown(wait=True)
         self._output.close()
