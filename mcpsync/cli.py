@@ -174,6 +174,8 @@ def serve(
     except click.ClickException:
         wire.restore()
         raise
+    if os.isatty(wire.wire_in):
+        _greet_terminal(server.name)
     clean = server.serve_stdio(wire)
     server.close(timeout=0)
     if not clean:
@@ -182,6 +184,15 @@ def serve(
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _greet_terminal(name: str) -> None:
+    """Someone typed `mcpsync serve` at a terminal, where silence looks like a hang: say what it
+    waits for and how to leave. On stderr, since stdout carries protocol frames only."""
+    click.echo(
+        f"mcpsync: serving {name!r} as MCP on stdin/stdout, one JSON-RPC message per line; Ctrl-D or Ctrl-C stops it",
+        err=True,
+    )
 
 
 def _parse_address(address: str) -> tuple[str, int]:
