@@ -24,9 +24,15 @@ Refused at the HTTP level, with `Connection: close`: a malformed request line or
 both `Content-Length` and `Transfer-Encoding`, or a bad length (400: no request smuggling), a
 transfer coding other than chunked (501), an HTTP version other than 1.0 and 1.1 (505).
 
+Answering from another thread: `environ["mcpsync.respond_now"]` (`RESPOND_NOW`) writes a whole
+response from the calling thread, for an application whose own thread is stuck (a shutdown
+answering a request while user code holds the connection's thread). It succeeds only before the
+connection's thread has sent any byte of the response; the connection then closes, and whatever
+that thread sends for the request later is dropped. So a response is written by one thread only.
+
 Stopping: `stop()` closes the listener, wakes the idle connections (their read returns end of
-file), lets the busy ones finish their response until the deadline, then cuts them, and joins
-every thread it started.
+file), lets the busy ones finish their response until the deadline (those already answered through
+`respond_now` have nothing left to finish), then cuts them, and joins every thread it started.
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ LINGER = 2.0
 """Seconds a closing connection keeps reading (and dropping) what the client still sends, so the
 client reads the answer instead of a reset (RFC 9112 §9.6)."""
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+RESPOND_NOW = "mcpsync.respond_now"
+"""The environ key of `_Response.respond_now`: (status, headers, body) -> whether it was written."""
+LATE_JOIN = 1.0
+"""Seconds `stop()` still waits for the threads of the connections it had to cut, all together."""
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -258,12 +268,14 @@ class WsgiServer:
             connection.interrupt_if_idle()
         deadline = time.monotonic() + timeout
         for connection, thread in connections:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            if not connection.answered_elsewhere:  # else its thread is stuck in the app: nothing to finish
+                thread.join(max(0.0, deadline - time.monotonic()))
         late = [(c, t) for c, t in connections if t.is_alive()]
         for connection, _ in late:
             connection.interrupt()
+        deadline = time.monotonic() + LATE_JOIN
         for _, thread in late:
-            thread.join(1.0)
+            thread.join(max(0.0, deadline - time.monotonic()))
         clean = not any(t.is_alive() for _, t in late)
         if not clean:
             log.warning("HTTP: %d connection thread(s) did not end in time", sum(t.is_alive() for _, t in late))
@@ -288,10 +300,17 @@ class _Connection:
         self._sock = sock
         self._reader = sock.makefile("rb", buffering=65536)
         self._busy = False
+        self._response: _Response | None = None  # the latest request's
         self._lock = threading.Lock()
         self._environ = dict(server._base_environ)
         self._environ["REMOTE_ADDR"] = str(address[0])
         self._environ["REMOTE_PORT"] = str(address[1])
+
+    @property
+    def answered_elsewhere(self) -> bool:
+        """The current request was answered by another thread (`respond_now`)."""
+        response = self._response
+        return response is not None and response.answered_elsewhere
 
     def interrupt_if_idle(self) -> None:
         with self._lock:
@@ -470,7 +489,8 @@ class _Connection:
     def _respond(self, environ: dict[str, Any], keep_alive: bool) -> bool:
         """Run the application and write its response; whether the connection stays open."""
         body: _FixedBody | None = environ.get("mcpsync.body")
-        response = _Response(self._sock, environ, keep_alive, self._server, body)
+        response = self._response = _Response(self._sock, environ, keep_alive, self._server, body)
+        environ[RESPOND_NOW] = response.respond_now
         try:
             result = self._server._app(environ, response.start_response)
         except _Gone:
@@ -522,6 +542,9 @@ class _Response:
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
         self.started = False
+        self._sending = False  # the connection's thread has claimed the socket for this response
+        self.answered_elsewhere = False  # respond_now() has written the whole response
+        self._claim_lock = threading.Lock()
         self._chunked = False
         self._length: int | None = None
         self._sent = 0
@@ -592,10 +615,44 @@ class _Response:
         return chunk
 
     def _send(self, data: bytes) -> None:
+        if not self._sending:
+            self._claim()
         try:
             self._sock.sendall(data)
         except OSError as exc:
             raise _Gone(str(exc)) from exc
+
+    def _claim(self) -> None:
+        """Before the connection's thread sends the first byte: the socket is its own from now
+        on, unless another thread has written the whole response already."""
+        with self._claim_lock:
+            if self.answered_elsewhere:
+                raise _Gone("the response was written by another thread")
+            self._sending = True
+
+    def respond_now(self, status: str, headers: list[tuple[str, str]], body: bytes) -> bool:
+        """Write the whole response from the calling thread and end the connection, for when the
+        connection's thread cannot (it is stuck in the application). Returns False, writing
+        nothing, once that thread has begun sending, or if the client is gone. The response is
+        framed by its length and says `Connection: close`; the application's own framing
+        headers are replaced."""
+        with self._claim_lock:
+            if self._sending or self.answered_elsewhere:
+                return False
+            self.answered_elsewhere = True
+        lines = [b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", self._server._clock.header()]
+        for name, value in headers:
+            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+        lines.append(b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+        if not self._head_only:
+            lines.append(body)
+        try:
+            self._sock.sendall(b"".join(lines))
+            self._sock.shutdown(socket.SHUT_WR)  # the client reads the end of the response now
+        except OSError:
+            return False
+        return True
 
     def _write_now(self, chunk: bytes) -> None:
         """The legacy `write()` callable of PEP 3333."""

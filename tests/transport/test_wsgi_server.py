@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from mcpsync.transport._wsgi_server import DRAIN_LIMIT, MAX_HEAD_BYTES, MAX_HEADERS, WsgiServer
+from mcpsync.transport._wsgi_server import DRAIN_LIMIT, MAX_HEAD_BYTES, MAX_HEADERS, RESPOND_NOW, WsgiServer
 
 from .._timeouts import LONG
 
@@ -1139,6 +1139,88 @@ def test_generator_body_is_closed_after_a_normal_response(harness: Harness) -> N
     client.send(request())
     assert client.read_response().body == b"only"
     assert closed.wait(LONG)
+
+
+# -- answering from another thread -------------------------------------------------------------------
+
+class Stuck:
+    """An application whose thread stays inside it until `release`, handing out its environ's
+    `respond_now` first; then it answers (too late) with a body of its own."""
+
+    def __init__(self, *, first_chunk: bytes | None = None) -> None:
+        self.first_chunk = first_chunk
+        self.respond_now: queue.Queue[Callable[..., bool]] = queue.Queue()
+        self.release = threading.Event()
+        self.returned = threading.Event()
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        if self.first_chunk is not None:
+            yield self.first_chunk
+        self.respond_now.put(environ[RESPOND_NOW])
+        self.release.wait(LONG)
+        self.returned.set()
+        yield b"late"
+
+    def next_respond_now(self) -> Callable[..., bool]:
+        return self.respond_now.get(timeout=LONG)
+
+
+def test_respond_now_answers_for_an_application_whose_thread_is_stuck(harness: Harness) -> None:
+    app = Stuck()
+    server = harness.start(app)
+    client = harness.connect(server)
+    try:
+        client.send(request("POST", body=b"{}"))
+        respond_now = app.next_respond_now()
+        assert respond_now("200 OK", [("Content-Type", "application/json"), ("Content-Length", "999")], b'{"a":1}') is True
+        reply = client.read_response()
+        assert (reply.status, reply.body) == (200, b'{"a":1}')
+        assert reply.header("Content-Length") == "7"  # the application's framing is replaced
+        assert reply.header("Connection") == "close"
+        assert reply.header("Date") is not None
+        client.expect_closed()  # while the application's thread is still inside it
+        assert not app.returned.is_set()
+        assert respond_now("200 OK", [], b"again") is False  # once only
+        client.close()  # so the connection's thread, once back, need not linger for it
+    finally:
+        app.release.set()
+    for thread in conn_threads():
+        thread.join(LONG)
+    assert app.returned.is_set() and not conn_threads()  # and what it then yielded went nowhere
+
+
+def test_respond_now_refuses_once_the_connection_thread_has_begun_sending(harness: Harness) -> None:
+    app = Stuck(first_chunk=b"first")
+    server = harness.start(app)
+    client = harness.connect(server)
+    try:
+        client.send(request())
+        assert client.read_head().status == 200
+        assert client.read_chunk() == b"first"
+        assert app.next_respond_now()("500 Internal Server Error", [], b"no") is False
+        app.release.set()
+        assert client.read_chunk() == b"late"
+        assert client.read_chunk() == b""
+    finally:
+        app.release.set()
+
+
+def test_stop_does_not_wait_for_a_connection_answered_from_another_thread(harness: Harness) -> None:
+    app = Stuck()
+    server = harness.start(app)
+    client = harness.connect(server)
+    try:
+        client.send(request())
+        assert app.next_respond_now()("200 OK", [("Content-Length", "2")], b"ok") is True
+        assert client.read_response().body == b"ok"
+        started = time.monotonic()
+        assert server.stop(timeout=LONG) is False  # its thread is stuck in the application: reported
+        assert time.monotonic() - started < LONG / 2
+    finally:
+        app.release.set()
+    for thread in conn_threads():
+        thread.join(LONG)
 
 
 # -- limits and stopping ------------------------------------------------------------------------------
