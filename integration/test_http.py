@@ -33,6 +33,7 @@ pytestmark = pytest.mark.timeout(60)
 
 LONG = 20.0 if os.environ.get("CI") else 10.0
 APP = FIXTURES / "http_app.py"
+STUBBORN_APP = FIXTURES / "stubborn_app.py"
 DRIVER = Path(__file__).with_name("sdk_http_driver.py")
 MODERN = "2026-07-28"
 
@@ -64,9 +65,23 @@ class HttpServerProcess:
             self.stderr += chunk
         self.url = self.stderr.split(b"serving MCP over HTTP at ", 1)[1].split()[0].decode()
 
+    def wait_for_stderr(self, marker: bytes) -> None:
+        """Read stderr until `marker` appears in it (within LONG): a tool's sign that it runs."""
+        deadline = time.monotonic() + LONG
+        while marker not in self.stderr:
+            ready, _, _ = select.select([self.proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(self.proc.stderr.fileno(), 4096) if ready else b""
+            if not chunk:
+                pytest.fail(f"no {marker!r} on stderr within LONG:\n{self.stderr.decode(errors='replace')}", pytrace=False)
+            self.stderr += chunk
+
     def stop(self) -> tuple[int, str]:
         """SIGTERM, then the exit status and all of stderr (the child must exit within LONG)."""
         self.proc.send_signal(signal.SIGTERM)
+        return self.exited()
+
+    def exited(self) -> tuple[int, str]:
+        """The exit status and all of stderr, once the child exits by itself (within LONG)."""
         try:
             _, rest = self.proc.communicate(timeout=LONG)
         except subprocess.TimeoutExpired:
@@ -107,6 +122,38 @@ def post(url: str, body: Any, headers: dict[str, str]) -> http.client.HTTPRespon
     response = conn.getresponse()
     response.socket = sock  # type: ignore[attr-defined]  # for hang_up()
     return response
+
+
+def send_post(url: str, body: Any, headers: dict[str, str]) -> http.client.HTTPConnection:
+    """POST without waiting for the response: `getresponse()` on the connection returned."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=LONG)
+    conn.request("POST", parts.path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+    return conn
+
+
+def call_request(url: str, era: str, request_id: Any, name: str, **meta: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers of a `tools/call` in `era`; a handshake session is initialized first."""
+    params: dict[str, Any] = {"name": name, "arguments": {}}
+    if era == "modern":
+        params["_meta"] = modern_meta(**meta)
+        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": name}
+    else:
+        params["_meta"] = meta
+        headers = handshake_headers(url)
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}, headers
+
+
+def handshake_headers(url: str) -> dict[str, str]:
+    """`initialize` and `notifications/initialized`: the headers of the session's later requests."""
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    response = post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, {})
+    assert response.status == 200, response.read()
+    response.read()
+    headers = {"Mcp-Session-Id": response.getheader("Mcp-Session-Id"), "MCP-Protocol-Version": "2025-11-25"}
+    initialized = post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+    assert initialized.status == 202
+    return headers
 
 
 def sse_messages(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
@@ -154,6 +201,46 @@ def test_cli_serves_both_eras_streams_progress_and_stops_on_sigterm(mode: str) -
             assert result["content"][0]["text"] == "counted down 3 steps"
             assert progress == [1, 2, 3]  # each arrived on the request's SSE stream before the result
         status, stderr = server.stop()
+    assert status == 0, stderr
+    assert not has_traceback(stderr), stderr
+
+
+SHUTTING_DOWN = {"code": -32603, "message": "the server is shutting down"}
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_sigterm_answers_an_inline_tool_that_outlives_the_shutdown_deadline(era: str) -> None:
+    """A tool without a Context runs on the connection's thread, which it does not give back: the
+    answer still comes, in JSON, before the server exits (stubborn_app's shutdown_timeout: 0.5 s)."""
+    with HttpServerProcess(str(STUBBORN_APP)) as server:
+        body, headers = call_request(server.url, era, "inline", "stubborn_inline")
+        conn = send_post(server.url, body, headers)
+        server.wait_for_stderr(b"STUBBORN-INLINE-STARTED")
+        server.proc.send_signal(signal.SIGTERM)
+        response = conn.getresponse()
+        assert response.status == 200
+        assert response.getheader("Content-Type") == "application/json"
+        assert json.loads(response.read()) == {"jsonrpc": "2.0", "id": "inline", "error": SHUTTING_DOWN}
+        assert response.read() == b""  # and the connection ends with it
+        status, stderr = server.exited()
+    assert status == 0, stderr
+    assert not has_traceback(stderr), stderr
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_sigterm_ends_a_stream_under_way_with_the_answer(era: str) -> None:
+    """A tool with a Context that ignores cancellation, its response already an event stream (its
+    progress went out): the stream's last event is the answer."""
+    with HttpServerProcess(str(STUBBORN_APP)) as server:
+        body, headers = call_request(server.url, era, 7, "stubborn", progressToken="p")
+        response = send_post(server.url, body, headers).getresponse()
+        assert response.getheader("Content-Type") == "text/event-stream"
+        messages = sse_messages(response)
+        assert next(messages)["method"] == "notifications/progress"
+        server.wait_for_stderr(b"STUBBORN-STARTED")
+        server.proc.send_signal(signal.SIGTERM)
+        assert list(messages) == [{"jsonrpc": "2.0", "id": 7, "error": SHUTTING_DOWN}]
+        status, stderr = server.exited()
     assert status == 0, stderr
     assert not has_traceback(stderr), stderr
 

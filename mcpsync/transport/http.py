@@ -7,7 +7,9 @@ routes it to an era (`_http_rules.route`), hands the engine call to a bounded ex
 thing to send. A request that cannot send anything before its answer (`Engine.runs_inline`: a
 listing, a forwarded call, a tool without a `Context`) runs on the WSGI thread itself, sparing
 the hand-off; such a tool is not interrupted by the request timeout (nothing could interrupt it
-on a worker either, but there the client would be answered -32603 on time). What comes first:
+on a worker either, but there the client would be answered -32603 on time). A shutdown that gives
+up on it still answers it: mcpsync's own server lets another thread write the response
+(`RESPOND_NOW`); under another WSGI server the answer waits until the tool returns. What comes first:
 - the answer, within the keep-alive interval: a JSON response, with the era's status code;
 - a progress or log notification, or the interval passing in silence: `200 text/event-stream`,
   the notifications as they come, keep-alive comments, then the answer, which ends the stream.
@@ -82,6 +84,7 @@ from ._http_rules import (
 )
 from ._http_sessions import HttpSession, SessionTable
 from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
+from ._wsgi_server import RESPOND_NOW
 from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
 
@@ -97,6 +100,7 @@ DEFAULT_MAX_SESSIONS = 1024
 CHANNEL_CAPACITY = 256
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
 
 
 class _Refused(Exception):
@@ -184,6 +188,9 @@ class WsgiTransport:
         self._listens: dict[Exchange, Subscription] = {}
         self._streams = 0  # open listens and GET streams
         self._inflight: set[Exchange] = set()
+        # Requests running inline, while their WSGI thread is inside the engine: the server's way
+        # of answering from another thread (`RESPOND_NOW`), or None if it has none.
+        self._inline: dict[Exchange, RespondNow | None] = {}
         self._work: set[concurrent.futures.Future[None]] = set()
         self._closing = False
         self._clean = True
@@ -245,20 +252,20 @@ class WsgiTransport:
             found = headers(environ)
             exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731
-            return self._run(start_response, exchange, session, Era.MODERN, check)
+            return self._run(environ, start_response, exchange, session, Era.MODERN, check)
         if message.method == "initialize":
             created = self._sessions.new()
             if created is None:
                 raise _Refused(503, "Service Unavailable: too many sessions", message.id)
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
-            return self._run(start_response, exchange, created.session, Era.HANDSHAKE, None, created=created)
+            return self._run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, created=created)
         owner = self._session_of(environ, message.id)
         exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             return _json(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
         exchange.answered.add_done_callback(lambda _f: self._sessions.end(owner, exchange))
-        return self._run(start_response, exchange, owner.session, Era.HANDSHAKE, None)
+        return self._run(environ, start_response, exchange, owner.session, Era.HANDSHAKE, None)
 
     def _notification(
         self, environ: dict[str, Any], start_response: Callable[..., Any], message: Notification, era: Era, version: str | None
@@ -340,6 +347,7 @@ class WsgiTransport:
     # -- one request -----------------------------------------------------------------------------
     def _run(
         self,
+        environ: dict[str, Any],
         start_response: Callable[..., Any],
         exchange: Exchange,
         session: Session,
@@ -350,17 +358,7 @@ class WsgiTransport:
     ) -> Iterable[bytes]:
         request = exchange.request
         if self._engine.runs_inline(request):
-            # It cannot speak before its answer, so nothing could stream before it returns: run it
-            # on this WSGI thread, sparing the two thread switches of the hand-off to a worker. (A
-            # forwarded call returns at once; its answer and progress still come through the channel.)
-            with self._lock:
-                if self._closing:
-                    exchange.answer(Final(None))
-                    raise _Refused(503, "the server is shutting down", request.id)
-                self._inflight.add(exchange)
-            exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
-            self._execute(exchange, session, era, header_check)
-            return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
+            return self._run_inline(environ.get(RESPOND_NOW), start_response, exchange, session, era, header_check, created)
         with self._lock:
             work = None
             if not self._closing:
@@ -377,6 +375,34 @@ class WsgiTransport:
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         deadline = None if request.method == "subscriptions/listen" else time.monotonic() + self._request_timeout
         return self._respond(start_response, exchange, deadline, created)
+
+    def _run_inline(
+        self,
+        respond_now: RespondNow | None,
+        start_response: Callable[..., Any],
+        exchange: Exchange,
+        session: Session,
+        era: Era,
+        header_check: Callable[[Request, Any], None] | None,
+        created: HttpSession | None,
+    ) -> Iterable[bytes]:
+        """It cannot speak before its answer, so nothing could stream before it returns: run it on
+        this WSGI thread, sparing the two thread switches of the hand-off to a worker. (A forwarded
+        call returns at once; its answer and progress still come through the channel.) While it
+        runs, it is in `_inline`, so a shutdown that answers it knows this thread cannot."""
+        with self._lock:
+            if self._closing:
+                exchange.answer(Final(None))
+                raise _Refused(503, "the server is shutting down", exchange.request.id)
+            self._inflight.add(exchange)
+            self._inline[exchange] = respond_now
+        exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
+        try:
+            self._execute(exchange, session, era, header_check)
+        finally:
+            with self._lock:
+                del self._inline[exchange]
+        return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
 
     def _work_done(self, work: concurrent.futures.Future[None]) -> None:
         with self._lock:
@@ -576,13 +602,17 @@ class WsgiTransport:
         concurrent.futures.wait([e.answered for e in inflight], timeout=max(0.0, deadline - time.monotonic()))
         stopping = McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down")
         for exchange in inflight:
-            exchange.answer(Final(jsonrpc.encode(jsonrpc.error_frame(exchange.request.id, stopping))))
+            final = Final(jsonrpc.encode(jsonrpc.error_frame(exchange.request.id, stopping)))
+            if exchange.answer(final):
+                self._deliver_past_inline(exchange, final)
         with self._lock:
             work = set(self._work)
-        running = concurrent.futures.wait(work, timeout=max(0.0, deadline - time.monotonic())).not_done
+        running = len(concurrent.futures.wait(work, timeout=max(0.0, deadline - time.monotonic())).not_done)
+        with self._lock:
+            running += len(self._inline)
         if running:
             self._clean = False
-            log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(running))
+            log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", running)
             self._executor.shutdown(wait=False, cancel_futures=True)
         else:
             self._executor.shutdown(wait=True)
@@ -593,6 +623,16 @@ class WsgiTransport:
                 log.exception("HTTP on_stopped callback failed")
         self._stopped.set()
         return self._clean
+
+    def _deliver_past_inline(self, exchange: Exchange, final: Final) -> None:
+        """`final` is in the exchange's channel, but if the request runs inline its WSGI thread is
+        still inside the tool and cannot send it: our own server writes it from here instead.
+        Exactly one of the two threads gets to write (`respond_now` refuses once the other has
+        begun); under another WSGI server the answer waits in the channel for the tool to return."""
+        with self._lock:
+            respond_now = self._inline.get(exchange)
+        if respond_now is not None and final.frame is not None:
+            respond_now(_status(final.status), [("Content-Type", "application/json")], final.frame)
 
     def wait(self, timeout: float) -> bool:
         """Wait until `shutdown()` has finished; True if it has."""
