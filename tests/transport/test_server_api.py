@@ -70,6 +70,45 @@ def test_shutdown_from_another_thread_cancels_running_tools_and_answers_them() -
     assert frames == [{"jsonrpc": "2.0", "id": "slow", "result": {"content": [{"type": "text", "text": "cancelled"}], "isError": False}}]
 
 
+SHUTTING_DOWN = {"code": -32603, "message": "the server is shutting down"}
+
+
+def stubborn_service(started: threading.Event, release: threading.Event, returned: threading.Event) -> Service:
+    """One tool that ignores cancellation: it runs until `release`, then says so with `returned`."""
+    service = Service("stubborn")
+
+    @service.tool
+    def stubborn(ctx: Context) -> str:
+        started.set()
+        release.wait(LONG)
+        returned.set()
+        return "finished late"
+
+    return service
+
+
+@pytest.mark.parametrize("ending", ["shutdown", "end of input"])
+def test_a_tool_past_the_deadline_is_answered_once_and_its_late_result_dropped(ending: str) -> None:
+    started, release, returned = threading.Event(), threading.Event(), threading.Event()
+    server = Server("api", services=[stubborn_service(started, release, returned)], shutdown_timeout=0.2, drain_timeout=0.2)
+    client = PipeClient(server)
+    try:
+        client.initialize()
+        client.request_nowait("tools/call", {"name": "stubborn"}, id="late")
+        assert started.wait(LONG)
+        if ending == "shutdown":
+            assert server.shutdown(LONG) is False  # the tool outlived the deadline
+        else:
+            client.close_input()
+            assert server.wait(LONG)
+        assert client.recv() == {"jsonrpc": "2.0", "id": "late", "error": SHUTTING_DOWN}
+        release.set()
+        assert returned.wait(LONG)
+    finally:
+        release.set()
+    assert client.finish() == []  # what it returned went nowhere
+
+
 def test_a_tool_needing_a_capability_is_32021_without_it_in_2026() -> None:
     server = Server("api", services=[service_with("asks", requires={"elicitation": {}})])
     with PipeClient(server) as client:
