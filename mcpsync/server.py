@@ -20,13 +20,12 @@ from . import __version__
 from .catalog.catalog import Catalog
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
-from .gateway.remote import RemoteOptions, RemoteSource
-from .gateway.upstream import upstream_source
 from .engine.interceptors import Interceptor
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
 if TYPE_CHECKING:
+    from .gateway.remote import RemoteSource
     from .transport._http_server import HttpServing
     from .transport.http import WsgiTransport
 
@@ -158,6 +157,9 @@ class Server:
                 raise TypeError(f"upstream {name!r}: give a command as a list (e.g. shlex.split({target!r})) or an http(s) URL")
         elif not target or not all(isinstance(part, str) for part in target) or not target[0].strip():
             raise ValueError(f"upstream {name!r}: the command must be a non-empty list of strings")
+        from .gateway.remote import RemoteOptions  # by the first upstream: a plain serve starts without them
+        from .gateway.upstream import upstream_source
+
         options = RemoteOptions(
             prefix=prefix,
             allow=frozenset(allow) if allow is not None else None,
