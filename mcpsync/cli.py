@@ -10,11 +10,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
+
+if TYPE_CHECKING:
+    from .config import GatewayConfig
+    from .loader import Servable
+    from .server import Server
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -144,14 +150,8 @@ def serve(
       mcpsync serve --config ~/.config/Claude/claude_desktop_config.json
       mcpsync serve app.py --http 127.0.0.1:8000
     """
-    from .config import ConfigError, GatewayConfig, load_config, upstream_from_argument
-
-    try:
-        config = load_config(config_path) if config_path else GatewayConfig("<command line>")
-        config.upstreams += [upstream_from_argument(value, index) for index, value in enumerate(upstreams, 1)]
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    settings = config.server
+    config = _read_config(config_path, upstreams)
+    settings = config.server if config is not None else {}
     _configure_logging(log_level or settings.get("log_level", "warning"))
     if http_address is not None:
         host, port = _parse_address(http_address)
@@ -220,10 +220,23 @@ def _serve_http(server, host, port, path, threads, options):  # type: ignore[no-
         os._exit(0)
 
 
+def _read_config(config_path: str | None, upstreams: tuple[str, ...]) -> GatewayConfig | None:
+    """The --config file plus the --upstream arguments, or None when there are neither: the config
+    reader (tomllib, shlex) is imported only by the serve commands that need it."""
+    if config_path is None and not upstreams:
+        return None
+    from .config import ConfigError, GatewayConfig, load_config, upstream_from_argument
+
+    try:
+        config = load_config(config_path) if config_path else GatewayConfig("<command line>")
+        config.upstreams += [upstream_from_argument(value, index) for index, value in enumerate(upstreams, 1)]
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return config
+
+
 def _build_server(target, config, name, settings, max_frame_bytes, workers, page_size):  # type: ignore[no-untyped-def]
     """The Server that `serve` runs: the target's (or the demo's) plus config services and upstreams."""
-    from .demo import build_demo_service
-    from .loader import TargetError, load_target
     from .server import Server
 
     given = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size}
@@ -231,11 +244,10 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
     options = {key: value if value is not None else settings.get(key) for key, value in given.items()}
     options = {key: value for key, value in options.items() if value is not None}
     server_name = name or settings.get("name")
-    try:
-        loaded = [load_target(spec) for spec in ([target] if target else []) + config.services]
-    except TargetError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not loaded and not config.upstreams:
+    loaded = _load_targets(([target] if target else []) + (config.services if config is not None else []))
+    if not loaded and (config is None or not config.upstreams):
+        from .demo import build_demo_service
+
         loaded = [build_demo_service()]
         server_name = server_name or "mcpsync-demo"
     secret = os.environ.get("MCPSYNC_REQUEST_STATE_SECRET") or None
@@ -258,14 +270,35 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
     for extra in loaded[1:]:
         for service in extra.catalog.services if isinstance(extra, Server) else [extra]:
             server.add_service(service)
+    if config is not None:
+        _add_upstreams(server, config)
+    return server
+
+
+def _load_targets(specs: list[str]) -> list[Servable]:
+    """Each TARGET and config service, loaded (the loader is imported only when there is one)."""
+    if not specs:
+        return []
+    from .loader import TargetError, load_target
+
+    try:
+        return [load_target(spec) for spec in specs]
+    except TargetError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _add_upstreams(server: Server, config: GatewayConfig) -> None:
+    """Proxy the config's upstreams behind `server`; two of the same name are a usage error."""
     names = [upstream.name for upstream in config.upstreams]
     clashes = sorted({name for name in names if names.count(name) > 1})
     if clashes:
         raise click.ClickException(f"two upstreams are named {', '.join(map(repr, clashes))}; rename one in {config.path}")
     for upstream in config.upstreams:
+        target = upstream.url or upstream.command
+        assert target, "the config reader gives every upstream a url or a command"
         server.add_remote(
             upstream.name,
-            upstream.url or upstream.command,
+            target,
             env=upstream.env or None,
             cwd=upstream.cwd,
             headers=upstream.headers or None,
@@ -275,7 +308,6 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
             deny=upstream.deny,
             timeout=upstream.timeout,
         )
-    return server
 
 
 def _sealer(secret: str, ttl: float):  # type: ignore[no-untyped-def]

@@ -1,0 +1,80 @@
+"""What `mcpsync serve` imports to answer `initialize`: what serving stdio needs, nothing more.
+
+Start-up (spawn to first response) is mostly imports. The gateway (and the client it drives), the
+HTTP transport, the config reader and the target loader serve only some command lines, so they are
+imported when first needed. Checked on a real child run with `python -X importtime`, which names
+every module it imports, from start-up to exit: behaviour, not timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .._timeouts import LONG
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "imports", "version": "0"}},
+}
+# Needed by some command lines only: --upstream/--config, --http, a client command.
+ONLY_WHEN_ASKED = (
+    "mcpsync.gateway",
+    "mcpsync.client",
+    "mcpsync.config",
+    "mcpsync.transport.http",
+    "mcpsync.transport._http_server",
+    "mcpsync.transport._wsgi_server",
+    "tomllib",
+    "subprocess",
+    "socket",
+)
+
+
+def _imported_while_serving(*args: str, cwd: Path) -> set[str]:
+    """The modules a `mcpsync serve ARGS` child imports while it answers `initialize` and exits."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "mcpsync", "serve", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    try:
+        out, err = proc.communicate(json.dumps(INITIALIZE).encode() + b"\n", timeout=LONG)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=LONG)
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["result"]["serverInfo"]["name"]
+    lines = err.decode().splitlines()
+    return {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:") and "|" in line}
+
+
+def _unwanted(imported: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(module for module in imported if any(module == name or module.startswith(name + ".") for name in names))
+
+
+@pytest.mark.parametrize("with_target", [False, True], ids=["demo", "target"])
+def test_answering_initialize_imports_none_of_what_only_some_command_lines_need(tmp_path: Path, with_target: bool) -> None:
+    args: list[str] = []
+    unwanted = ONLY_WHEN_ASKED + (() if with_target else ("mcpsync.loader",))
+    if with_target:
+        (tmp_path / "app.py").write_text("from mcpsync import Service\n\nservice = Service('app')\n")
+        args = ["app.py"]
+        unwanted += ("mcpsync.demo",)
+    imported = _imported_while_serving(*args, cwd=tmp_path)
+    assert "mcpsync.server" in imported, "the child did not report its imports"
+    assert _unwanted(imported, unwanted) == []
