@@ -30,7 +30,7 @@ from types import NoneType, UnionType
 from typing import (Annotated, Any, Callable, Literal, NotRequired, Required, Union, get_args,
                     get_origin, get_type_hints, is_typeddict)
 
-from jsonschema import Draft202012Validator
+from .validation import SchemaCheck, quote
 
 Convert = Callable[[Any], Any]
 """Turns one validated JSON value into the Python value its annotation asks for."""
@@ -150,11 +150,18 @@ def bind_arguments(shape: FunctionShape, arguments: dict[str, Any]) -> dict[str,
 
     Raises:
         ValueError: A value fits the schema but not its type, e.g. a string that is not an ISO
-            date, or a dataclass whose `__post_init__` rejects it. Other exceptions come from
-            the user's own constructors, or mean the arguments were never validated.
+            date, or a dataclass whose `__post_init__` rejects it; the message starts with the
+            parameter's name. Other exceptions come from the user's own constructors, or mean
+            the arguments were never validated.
     """
-    return {name: convert(arguments[name])
-            for name, convert in shape.converters.items() if name in arguments}
+    bound = {}
+    for name, convert in shape.converters.items():
+        if name in arguments:
+            try:
+                bound[name] = convert(arguments[name])
+            except ValueError as exc:
+                raise ValueError(f"parameter '{name}': {exc}") from exc
+    return bound
 
 
 def invoke(shape: FunctionShape, fn: Callable[..., Any], arguments: dict[str, Any],
@@ -274,15 +281,15 @@ class _Mapper:
         if len(members) == 1:
             only = members[0][1]
             return schema, lambda value: None if value is None else only(value)
-        choices = [(Draft202012Validator(member), convert) for member, convert in members]
+        choices = [(SchemaCheck(member), convert) for member, convert in members]
 
         def convert(value: Any) -> Any:  # the first member whose schema fits decides
             if nullable and value is None:
                 return None
-            for validator, member_convert in choices:
-                if validator.is_valid(value):
+            for check, member_convert in choices:
+                if check.accepts(value):
                     return member_convert(value)
-            raise ValueError(f"{value!r:.80} matches no member of the union")
+            raise ValueError(f"{quote(value)} matches no member of the union")
         return schema, convert
 
     def _array(self, kind: type, item: Any) -> tuple[dict[str, Any], Convert]:

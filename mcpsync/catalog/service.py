@@ -17,12 +17,10 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Union
 
-import jsonschema
-
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
 from .context import Context
-from .validation import ArgumentValidator
+from .validation import ArgumentValidator, InvalidArguments, SchemaCheck, check_schema, clip
 from .schema import FunctionShape, bind_arguments, describe_function, invoke, structured_output, to_jsonable
 
 log = logging.getLogger("mcpsync")
@@ -56,16 +54,22 @@ def _has_positional_only(fn: Callable[..., Any]) -> bool:
     return any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in inspect.signature(fn).parameters.values())
 
 
-def _bind(shape: FunctionShape, arguments: dict[str, Any], what: str) -> dict[str, Any]:
-    """Validated JSON → Python arguments; a value the schema allowed but the type refuses is -32602."""
+Refuse = Callable[[str], Exception]
+"""Turns why a value the schema allowed is refused by its type into the exception to raise."""
+
+
+def _bind(shape: FunctionShape, arguments: dict[str, Any], refuse: Refuse) -> dict[str, Any]:
+    """Validated JSON → Python arguments; a value the schema allowed but the type refuses (a string
+    that is no ISO date, say) is `refuse`d, with the converter's message cut short (it may quote
+    the whole value)."""
     try:
         return bind_arguments(shape, arguments)
     except ValueError as exc:
-        raise invalid_params(f"Invalid arguments for {what}: {exc}") from None
+        raise refuse(clip(str(exc))) from None
 
 
-def _call_shaped(fn: Callable[..., Any], shape: FunctionShape, arguments: dict[str, Any], ctx: Context, what: str, positional_only: bool) -> Any:
-    kwargs = _bind(shape, arguments, what)
+def _call_shaped(fn: Callable[..., Any], shape: FunctionShape, arguments: dict[str, Any], ctx: Context, refuse: Refuse, positional_only: bool) -> Any:
+    kwargs = _bind(shape, arguments, refuse)
     if positional_only:  # rare: let the schema module map names onto positions
         return invoke(shape, fn, arguments, ctx)
     return _call_with_context(fn, kwargs, shape.context_param, ctx)
@@ -100,7 +104,7 @@ class Tool:
                 output_schema = self._shape.output_schema
             doc = self._shape.description
         else:
-            jsonschema.Draft202012Validator.check_schema(input_schema)
+            check_schema(input_schema)
             self._context_param = _context_param(fn)
             doc = typing.cast(str, fn.__doc__ and fn.__doc__.strip()) or None
         self.description = description if description is not None else doc
@@ -111,7 +115,7 @@ class Tool:
         self.meta = meta
         self._positional_only = _has_positional_only(fn)
         self._validator = ArgumentValidator(input_schema, f"tool '{self.name}'")
-        self._output_validator = jsonschema.Draft202012Validator(output_schema) if output_schema else None
+        self._output_check = SchemaCheck(output_schema) if output_schema else None
 
     @property
     def takes_context(self) -> bool:
@@ -135,14 +139,18 @@ class Tool:
         return wire
 
     def validate(self, arguments: dict[str, Any]) -> None:
-        """Raise -32602 naming the field when the arguments do not match the input schema."""
+        """Raise `InvalidArguments` (a `ToolError`: the call's result is `isError: true`) naming the
+        field and the rule when the arguments do not match the input schema."""
         self._validator.validate(arguments)
 
     def invoke(self, arguments: dict[str, Any], ctx: Context) -> Any:
         """Run the function with validated arguments; returns what it returned."""
         if self._shape is None:
             return _call_with_context(self.fn, dict(arguments), self._context_param, ctx)
-        return _call_shaped(self.fn, self._shape, arguments, ctx, f"tool '{self.name}'", self._positional_only)
+        return _call_shaped(self.fn, self._shape, arguments, ctx, self._refuse, self._positional_only)
+
+    def _refuse(self, reason: str) -> InvalidArguments:
+        return InvalidArguments(f"Invalid arguments for tool '{self.name}': {reason}")
 
     def to_result(self, value: Any) -> dict[str, Any]:
         """The `CallToolResult` for a return value."""
@@ -165,10 +173,9 @@ class Tool:
         else:
             structured = plain if type(plain) is dict else None
         if structured is not None:
-            if self._output_validator is not None and not self._output_validator.is_valid(structured):
-                error = jsonschema.exceptions.best_match(self._output_validator.iter_errors(structured))
-                message = error.message if error is not None else "invalid"
-                return error_result(f"Tool '{self.name}' returned output that does not match its outputSchema: {message}")
+            problem = self._output_check.problem(structured) if self._output_check is not None else None
+            if problem is not None:
+                return error_result(problem.describe(f"Tool '{self.name}' returned output that does not match its outputSchema"))
             result["structuredContent"] = structured
         return result
 
@@ -265,12 +272,15 @@ class Prompt:
             if not isinstance(raw, str):
                 raise invalid_params(f"Argument '{arg.name}' of prompt '{self.name}' must be a string")
             values[arg.name] = _from_string(raw, arg, self.name)
-        value = _call_shaped(self.fn, self._shape, values, ctx, f"prompt '{self.name}'", self._positional_only)
+        value = _call_shaped(self.fn, self._shape, values, ctx, self._refuse, self._positional_only)
         messages = content.prompt_messages(value)
         result: dict[str, Any] = {"messages": messages}
         if self.description:
             result["description"] = self.description
         return result
+
+    def _refuse(self, reason: str) -> McpError:
+        return invalid_params(f"Invalid arguments for prompt '{self.name}': {reason}")
 
 
 def _from_string(raw: str, arg: _Argument, prompt: str) -> Any:

@@ -16,6 +16,7 @@ from ..catalog.context import AskCancelled, ClientRefused, Context
 from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.questions import InputRequired
 from ..catalog.service import Tool, completion_result, error_result, resource_not_found
+from ..catalog.validation import InvalidArguments
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import (
     LOG_LEVEL_RANK,
@@ -245,7 +246,9 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
     tool = engine.catalog.find_tool(name)
     if tool is None or (engine.tool_filter is not None and not engine.tool_filter(tool)):
         raise invalid_params(f"Unknown tool: {name}", {"name": name})
-    tool.validate(arguments)
+    refused = _refused_arguments(tool, arguments)
+    if refused is not None:
+        return refused
     if tool.requires:
         missing = missing_capabilities(tool.requires, _client_capabilities(call))
         if missing:
@@ -263,6 +266,19 @@ def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
         return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
     run = _chain(engine, tool)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
+
+
+def _refused_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The `isError` result for arguments that fail the tool's input schema, or None when they pass.
+
+    A result, not -32602: input validation errors are tool execution errors (2025-11-25 tools.mdx,
+    SEP-1303), so the model reads which field broke which rule and can call again.
+    """
+    try:
+        tool.validate(arguments)
+    except InvalidArguments as exc:
+        return error_result(str(exc))
+    return None
 
 
 def _gated(result: dict[str, Any], structured_allowed: bool) -> dict[str, Any]:
@@ -310,8 +326,10 @@ def missing_capabilities(required: dict[str, Any], declared: dict[str, Any]) -> 
 
 def _chain(engine: "Engine", tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
     def innermost(tool_call: ToolCall) -> dict[str, Any]:
-        if engine.interceptors:
-            tool.validate(tool_call.arguments)  # an interceptor may have changed them: check again
+        if engine.interceptors:  # an interceptor may have changed them: check again
+            refused = _refused_arguments(tool, tool_call.arguments)
+            if refused is not None:
+                return refused
         return _run_tool(tool, tool_call)
 
     proceed = innermost

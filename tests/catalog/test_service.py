@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import threading
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Mapping
 
 import jsonschema
 import pytest
 
-from mcpsync.catalog.content import Audio, Image, ToolResult
+from mcpsync.catalog.content import Audio, Image, ToolError, ToolResult
 from mcpsync.catalog.context import Context
 from mcpsync.catalog.service import (
     Prompt,
@@ -27,6 +28,7 @@ from mcpsync.catalog.service import (
     error_result,
     resource_not_found,
 )
+from mcpsync.catalog.validation import InvalidArguments
 from mcpsync.protocol.jsonrpc import ErrorCode, McpError
 from mcpsync.protocol.versions import Era
 
@@ -103,7 +105,7 @@ def test_an_explicit_input_schema_is_used_as_given_and_checked() -> None:
     tool = Tool(lambda q: q.upper(), name="search", input_schema=schema)
     assert tool.definition()["inputSchema"] is schema
     assert tool.invoke({"q": "ab"}, make_context()) == "AB"
-    with pytest.raises(McpError):
+    with pytest.raises(InvalidArguments, match="'q': 'a' is too short"):
         tool.validate({"q": "a"})
     with pytest.raises(jsonschema.SchemaError):
         Tool(lambda: None, name="bad", input_schema={"type": 5})
@@ -147,24 +149,39 @@ def test_validation_agrees_with_jsonschema(arguments: dict) -> None:
     try:
         tool.validate(arguments)
         valid = True
-    except McpError as error:
-        assert error.code == ErrorCode.INVALID_PARAMS
+    except InvalidArguments:
         valid = False
     assert valid is expected_valid
 
 
 @pytest.mark.parametrize("arguments", ["text", [1], None, 5])
 def test_arguments_that_are_not_an_object_are_invalid(arguments: Any) -> None:
-    with pytest.raises(McpError) as caught:
+    with pytest.raises(InvalidArguments, match="is not of type 'object'"):
         Tool(flat).validate(arguments)
-    assert caught.value.code == ErrorCode.INVALID_PARAMS
 
 
-def test_a_validation_error_names_the_tool_and_the_field() -> None:
-    with pytest.raises(McpError) as caught:
+def test_a_validation_error_is_a_tool_error_naming_the_tool_the_field_and_the_rule() -> None:
+    with pytest.raises(ToolError) as caught:  # a ToolError: the call's result is isError, not -32602
         Tool(flat).validate({"a": "one", "b": "x"})
-    assert "'flat'" in caught.value.message and "'a'" in caught.value.message
-    assert caught.value.data == {"field": "a"}
+    assert str(caught.value) == "Invalid arguments for tool 'flat' at 'a': 'one' is not of type 'integer'"
+    assert isinstance(caught.value, InvalidArguments) and caught.value.field == "a"
+
+
+def test_a_value_its_type_refuses_is_invalid_arguments_naming_the_parameter() -> None:
+    def on(day: date) -> str:
+        return day.isoformat()
+
+    with pytest.raises(InvalidArguments, match="tool 'on': parameter 'day': .*'not a date'"):
+        Tool(on).invoke({"day": "not a date"}, make_context())
+
+
+def test_a_prompt_argument_its_type_refuses_stays_invalid_params() -> None:
+    def agenda(day: date) -> str:
+        return day.isoformat()
+
+    with pytest.raises(McpError) as caught:
+        Prompt(agenda).get({"day": "not a date"}, make_context())
+    assert caught.value.code == ErrorCode.INVALID_PARAMS and "parameter 'day'" in caught.value.message
 
 
 def test_invoke_converts_json_to_the_annotated_types_and_passes_the_context() -> None:

@@ -359,7 +359,7 @@ CHECK_ORDER = [
     pytest.param("logging/setLevel", {"_meta": envelope(), "level": "nope"}, None, ErrorCode.METHOD_NOT_FOUND, id="removed-method-before-params"),
     # and the params themselves last
     pytest.param("tools/call", {"_meta": envelope(), "name": 5}, None, ErrorCode.INVALID_PARAMS, id="params"),
-    pytest.param("tools/call", {"_meta": envelope(), "name": "echo", "arguments": {"text": 1}}, None, ErrorCode.INVALID_PARAMS, id="arguments"),
+    pytest.param("tools/call", {"_meta": envelope(), "name": "echo", "arguments": [1]}, None, ErrorCode.INVALID_PARAMS, id="arguments"),
 ]
 
 

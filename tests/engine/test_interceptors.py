@@ -311,8 +311,8 @@ def test_changed_arguments_are_validated_again() -> None:
         return proceed(tool_call)
 
     h = harness(Hooks(around=corrupt), calls=calls)
-    error = h.fails(h.call_tool("add", {"a": 1, "b": 2}), ErrorCode.INVALID_PARAMS)
-    assert "'a'" in error.message
+    result = h.ok(h.call_tool("add", {"a": 1, "b": 2}))
+    assert result == {"content": [{"type": "text", "text": "Invalid arguments for tool 'add' at 'a': 'one' is not of type 'integer'"}], "isError": True}
     assert calls == []
 
 
@@ -333,8 +333,21 @@ def test_arguments_changed_in_place_are_validated_again() -> None:
         return proceed(tool_call)
 
     h = harness(Hooks(around=corrupt_in_place), calls=calls)
-    h.fails(h.call_tool("add", {"a": 1, "b": 2}), ErrorCode.INVALID_PARAMS)
+    assert h.ok(h.call_tool("add", {"a": 1, "b": 2}))["isError"] is True
     assert calls == []
+
+
+def test_an_interceptor_sees_the_error_result_of_arguments_it_broke() -> None:
+    seen: list = []
+
+    def corrupt_and_watch(tool_call: ToolCall, proceed: Any) -> dict[str, Any]:
+        tool_call.arguments = {"a": 1}
+        seen.append(proceed(tool_call))
+        return seen[-1]
+
+    h = harness(Hooks(around=corrupt_and_watch))
+    assert h.ok(h.call_tool("add", {"a": 1, "b": 2})) == seen[0]
+    assert seen[0]["isError"] is True and "'b' is a required property" in seen[0]["content"][0]["text"]
 
 
 def test_around_tool_call_can_replace_the_result_without_running_the_tool() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Mapping
 
 import pytest
@@ -238,21 +239,25 @@ def test_a_tool_is_called_with_its_arguments(h: EngineHarness) -> None:
     assert result == {"content": [{"type": "text", "text": "42"}], "isError": False, "structuredContent": {"result": 42}}
 
 
-@pytest.mark.parametrize("arguments, field, words", [
-    ({"a": "two", "b": 1}, "a", ["'a'", "integer"]),
-    ({"a": 1, "b": 2.5}, "b", ["'b'", "integer"]),
-    ({"a": True, "b": 1}, "a", ["'a'", "integer"]),
-    ({"a": None, "b": 1}, "a", ["'a'", "integer"]),
-    ({"a": 1}, "b", ["'b'", "required"]),
-    ({"a": 1, "b": 2, "c": 3}, "c", ["'c'"]),
+@pytest.mark.parametrize("arguments, field, rule", [
+    ({"a": "two", "b": 1}, "a", "is not of type 'integer'"),
+    ({"a": 1, "b": 2.5}, "b", "is not of type 'integer'"),
+    ({"a": True, "b": 1}, "a", "is not of type 'integer'"),
+    ({"a": None, "b": 1}, "a", "is not of type 'integer'"),
+    ({"a": 1}, "b", "is a required property"),
+    ({"a": 1, "b": 2, "c": 3}, "c", "Additional properties are not allowed"),
 ])
-def test_arguments_that_do_not_match_the_schema_are_invalid_params_naming_the_field(
-    h: EngineHarness, arguments: dict, field: str | None, words: list[str]
+@pytest.mark.parametrize("modern", [False, True])
+def test_arguments_that_do_not_match_the_schema_are_an_error_result_naming_the_field_and_the_rule(
+    h: EngineHarness, arguments: dict, field: str, rule: str, modern: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    error = h.fails(h.call_tool("add", arguments), ErrorCode.INVALID_PARAMS)
-    for word in words:
-        assert word in error.message
-    assert error.data["field"] == field
+    with caplog.at_level(logging.ERROR, logger="mcpsync"):
+        result = h.ok(h.call_tool("add", arguments, modern=modern))
+    assert result["isError"] is True and "structuredContent" not in result
+    text = text_of(result)
+    assert text.startswith("Invalid arguments for tool 'add'")
+    assert f"'{field}'" in text and rule in text
+    assert not caplog.records, "the client's mistake is not the server's: nothing logged"
 
 
 def test_a_nested_field_is_named_by_its_path() -> None:
@@ -263,9 +268,47 @@ def test_a_nested_field_is_named_by_its_path() -> None:
         return len(points)
 
     h = EngineHarness([service])
-    error = h.fails(h.call_tool("place", {"points": [{"words": 1, "top": []}, {"words": "x", "top": []}]}), ErrorCode.INVALID_PARAMS)
-    assert error.data["field"] == "points/1/words"
-    assert "points/1/words" in error.message
+    result = h.ok(h.call_tool("place", {"points": [{"words": 1, "top": []}, {"words": "x", "top": []}]}))
+    assert result["isError"] is True
+    assert text_of(result) == "Invalid arguments for tool 'place' at 'points/1/words': 'x' is not of type 'integer'"
+
+
+def test_a_wrongly_typed_huge_string_is_quoted_by_a_short_prefix(h: EngineHarness) -> None:
+    result = h.ok(h.call_tool("add", {"a": "x" * 10_000_000, "b": 1}))
+    text = text_of(result)
+    assert result["isError"] is True and len(text) < 300, text[:300]
+    assert text.startswith("Invalid arguments for tool 'add' at 'a': 'xxxx")
+    assert "(10000000 characters)" in text and "'type': 'integer'" in text
+
+
+@pytest.mark.parametrize("modern", [False, True])
+def test_arguments_nested_a_thousand_deep_are_an_error_result_not_an_internal_error(
+    h: EngineHarness, modern: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep: Any = 1
+    for _ in range(1000):
+        deep = [deep]
+    with caplog.at_level(logging.ERROR, logger="mcpsync"):
+        result = h.ok(h.call_tool("add", {"a": deep, "b": 1}, modern=modern))
+    assert result["isError"] is True
+    text = text_of(result)
+    assert text.startswith("Invalid arguments for tool 'add' at 'a': ") and len(text) < 300, text[:300]
+    assert "1000 levels" in text
+    assert not caplog.records, "no RecursionError traceback in the log"
+
+
+def test_a_value_its_type_refuses_is_an_error_result_naming_the_parameter() -> None:
+    service = Service("dates")
+
+    @service.tool
+    def weekday(day: date) -> str:
+        return day.strftime("%A")
+
+    h = EngineHarness([service])
+    result = h.ok(h.call_tool("weekday", {"day": "2025-13-45"}))
+    assert result["isError"] is True
+    assert text_of(result).startswith("Invalid arguments for tool 'weekday': parameter 'day': ")
+    assert h.ok(h.call_tool("weekday", {"day": "2025-11-25"}))["content"] == [{"type": "text", "text": "Tuesday"}]
 
 
 @pytest.mark.parametrize("params", [
@@ -284,8 +327,9 @@ def test_arguments_may_be_omitted_or_null_for_a_tool_without_parameters(h: Engin
     assert h.ok(h.call_tool("nothing", None))["isError"] is False
 
 
-def test_omitting_required_arguments_is_invalid_params(h: EngineHarness) -> None:
-    h.fails(h.call_tool("add"), ErrorCode.INVALID_PARAMS)
+def test_omitting_required_arguments_is_an_error_result_naming_them(h: EngineHarness) -> None:
+    result = h.ok(h.call_tool("add"))
+    assert result == {"content": [{"type": "text", "text": "Invalid arguments for tool 'add': 'a' is a required property"}], "isError": True}
 
 
 @pytest.mark.parametrize("modern", [False, True])
