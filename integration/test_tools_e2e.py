@@ -1,6 +1,6 @@
 """The demo service end to end, in both eras, over a real `python -m mcpsync serve` subprocess.
 
-Tools (plain, structured, failing, unknown, bad arguments), prompts, resources (static and
+Tools (plain, structured, failing, unknown, bad arguments: an `isError` result), prompts, resources (static and
 template), completion, progress and logging. The modern connection probes with `server/discover`
 first, as a dual-era client does, so its requests run concurrently like the handshake era's.
 """
@@ -124,10 +124,10 @@ def test_unknown_tool_is_invalid_params(client: EraClient) -> None:
     ],
     ids=["wrong-type", "float-for-int", "bool-for-int", "missing", "unexpected", "string-for-int", "missing-only", "null"],
 )
-def test_bad_arguments_are_invalid_params_naming_the_field(client: EraClient, tool: str, arguments: dict, field: str) -> None:
-    error = client.error("tools/call", {"name": tool, "arguments": arguments})
-    assert error["code"] == -32602, error
-    assert f"'{field}'" in error["message"], error
+def test_bad_arguments_are_an_error_result_naming_the_field(client: EraClient, tool: str, arguments: dict, field: str) -> None:
+    result = client.call_tool(tool, arguments)
+    assert result["isError"] is True, result
+    assert text_of(result).startswith(f"Invalid arguments for tool '{tool}'") and f"'{field}'" in text_of(result), result
 
 
 def test_tool_definitions_follow_the_negotiated_handshake_version() -> None:
