@@ -2,25 +2,30 @@
 
 Strategy: one reader thread (`mcpsync-client-reader`) reads the child's stdout as raw bytes, splits
 lines with the server's own frame splitter and hands each decoded message to the session's callback;
-when the child's output ends it reports the loss once. Writes take a lock so frames never interleave.
-`close()` closes the child's stdin, waits briefly for it to exit, then terminates and finally kills
-it, and joins the reader: nothing is left running.
+when the child's output ends it reports the loss once. Writes go through an `Outbox` (_outbox.py):
+what the pipe takes goes out at once, the rest waits for the outbox's writer thread, so sending
+never waits on the child. The child runs in a process group of its own (a launcher such as
+`npm exec` runs the real server as a grandchild). `close()` closes its stdin, waits briefly for
+it to exit, then sends SIGTERM and finally SIGKILL to the whole group, and joins the reader:
+nothing is left running, whatever the child started. `start()` and `close()` take one lock, so a
+connection closed while it is being started stops the child it started, or never starts one.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import select
+import signal
 import subprocess
 import threading
 import time
 from typing import IO, Any, Callable, Mapping, Sequence
 
-from ..errors import CallTimeout, ConnectionLost
+from ..errors import ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import Message
 from ..transport._frames import TOO_LARGE, FrameSplitter
+from ._outbox import Outbox
 
 log = logging.getLogger("mcpsync.client")
 
@@ -29,6 +34,7 @@ OnLost = Callable[[Exception], None]
 
 _MAX_FRAME_BYTES = 64 * 1024 * 1024
 _SEND_TIMEOUT = 30.0
+_GROUP_POLL_MAX = 0.05  # seconds between looks at a process group that is still ending
 
 
 class StdioConnection:
@@ -50,31 +56,44 @@ class StdioConnection:
         self._cwd = cwd
         self._stderr = stderr
         self._close_grace = close_grace
-        self._write_lock = threading.Lock()
+        self._state_lock = threading.Lock()  # start() against close()
         self._process: subprocess.Popen[bytes] | None = None
+        self._outbox: Outbox | None = None
         self._reader: threading.Thread | None = None
         self._closed = False
 
     @property
     def pid(self) -> int | None:
+        """The child's pid, which is also its process group's id."""
         return self._process.pid if self._process else None
 
     def start(self, on_message: OnMessage, on_lost: OnLost) -> None:
+        """Start the child and its reader. Raises ConnectionLost if it cannot be started, or if
+        the connection was closed first."""
+        with self._state_lock:
+            if self._closed:
+                raise ConnectionLost("the connection is closed")
+            self._process = process = self._spawn()
+            self._outbox = Outbox(process.stdin, self.command[0], on_cut=lambda: _signal_group(process.pid, signal.SIGKILL))  # type: ignore[arg-type]
+            self._reader = threading.Thread(target=self._read, args=(on_message, on_lost), name="mcpsync-client-reader", daemon=True)
+            self._reader.start()
+
+    def _spawn(self) -> "subprocess.Popen[bytes]":
         try:
-            self._process = subprocess.Popen(
+            return subprocess.Popen(
                 self.command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
                 env=self._env,
                 cwd=self._cwd,
-                start_new_session=True,  # a Ctrl-C meant for the caller is the caller's to pass on
+                start_new_session=True,  # its own group: a Ctrl-C meant for the caller is the caller's to pass on, and close() stops all of it
             )
         except OSError as exc:
-            raise ConnectionLost(f"cannot start {self.command[0]!r}: {exc.strerror or exc}") from exc
-        os.set_blocking(self._process.stdin.fileno(), False)  # type: ignore[union-attr]  # sends have deadlines
-        self._reader = threading.Thread(target=self._read, args=(on_message, on_lost), name="mcpsync-client-reader", daemon=True)
-        self._reader.start()
+            reason = exc.strerror or str(exc)
+            if self._cwd is not None and exc.filename == os.fspath(self._cwd):  # the child could not enter it
+                raise ConnectionLost(f"cannot start {self.command[0]!r}: working directory {os.fspath(self._cwd)!r}: {reason}") from exc
+            raise ConnectionLost(f"cannot start {self.command[0]!r}: {reason}") from exc
 
     def _read(self, on_message: OnMessage, on_lost: OnLost) -> None:
         assert self._process is not None and self._process.stdout is not None
@@ -104,83 +123,80 @@ class StdioConnection:
         on_lost(ConnectionLost(f"the server {self.command[0]!r} {detail}"))
 
     def send(self, message: dict[str, Any], timeout: float | None = None) -> None:
-        """Write one frame, waiting at most `timeout` seconds (default 30) for a child that reads
-        slowly. Raises CallTimeout if nothing could be written in time, ConnectionLost if the child
-        is gone or stopped reading half-way through a frame (it is stopped then: the stream is cut)."""
+        """Send one frame without waiting on the child: what its pipe cannot take now is written
+        by the outbox's thread within `timeout` seconds (default 30), or dropped if none of it
+        could be (the child is not reading; a request then goes unanswered until its own
+        deadline). Raises ConnectionLost if the child is gone, stopped reading in the middle of a
+        frame (it is stopped then: the stream is cut) or the connection is closed; CallTimeout
+        when too much already waits for a child that does not read."""
         frame = jsonrpc.encode(message)
-        process = self._process
-        if process is None or process.stdin is None or self._closed:
+        outbox = self._outbox
+        if outbox is None or self._closed:
             raise ConnectionLost("the connection is closed")
-        deadline = time.monotonic() + (_SEND_TIMEOUT if timeout is None else timeout)
-        lock = self._write_lock
-        if not lock.acquire(False) and not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise CallTimeout(f"the server {self.command[0]!r} is not reading its input")
-        try:
-            self._write(process, frame, deadline)
-        finally:
-            lock.release()
-
-    def _write(self, process: "subprocess.Popen[bytes]", frame: bytes, deadline: float) -> None:
-        total = len(frame)
-        poller = None
-        try:
-            fd = process.stdin.fileno()  # type: ignore[union-attr]
-            try:
-                written = os.write(fd, frame)  # the usual case: the pipe has room for all of it
-            except BlockingIOError:
-                written = 0
-            if written == total:
-                return
-            view = memoryview(frame)[written:]
-            while view:
-                try:
-                    view = view[os.write(fd, view) :]
-                    continue
-                except BlockingIOError:
-                    pass
-                if poller is None:  # the pipe is full: wait for room, until the deadline
-                    poller = select.poll()
-                    poller.register(fd, select.POLLOUT)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not poller.poll(remaining * 1000):
-                    if len(view) == total:
-                        raise CallTimeout(f"the server {self.command[0]!r} is not reading its input")
-                    process.kill()  # half a frame is on the wire: the stream cannot be repaired
-                    raise ConnectionLost(f"the server {self.command[0]!r} stopped reading in the middle of a message")
-        except (OSError, ValueError) as exc:
-            raise ConnectionLost(f"the server {self.command[0]!r} stopped reading: {exc}") from exc
+        outbox.put(frame, time.monotonic() + (_SEND_TIMEOUT if timeout is None else timeout))
 
     def close(self, timeout: float | None = None) -> None:
-        """Close stdin, wait for the child (then SIGTERM, then SIGKILL), join the reader. Idempotent."""
+        """Close stdin (after what waits to be written, within the grace), wait for the child,
+        then SIGTERM and SIGKILL its process group, and join the reader. Idempotent."""
         grace = self._close_grace if timeout is None else timeout
-        process = self._process
-        if self._closed or process is None:
+        with self._state_lock:
+            if self._closed:
+                return
             self._closed = True
+            process, outbox = self._process, self._outbox
+        if process is None or outbox is None:
             return
-        self._closed = True
-        acquired = self._write_lock.acquire(timeout=grace)
-        if not acquired:
-            process.kill()  # a send is stuck on a child that does not read: end it, the send fails
-            acquired = self._write_lock.acquire(timeout=grace)
-        try:
-            process.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        finally:
-            if acquired:
-                self._write_lock.release()
-        for stop in (None, process.terminate, process.kill):
-            if stop is not None:
-                try:
-                    stop()
-                except ProcessLookupError:
-                    pass
-            try:
-                process.wait(grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        outbox.close(grace, on_stuck=lambda: _signal_group(process.pid, signal.SIGKILL))  # a child that does not read is stopped
+        _stop_group(process, grace, self.command[0])
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(grace)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def _stop_group(process: "subprocess.Popen[bytes]", grace: float, name: str) -> None:
+    """With its stdin closed the child should exit by itself; whatever of its process group is
+    left after `grace` gets SIGTERM, then SIGKILL (a launcher's own children too)."""
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        if _group_gone(process, time.monotonic()):
+            return
+        _signal_group(process.pid, signum)
+        if _group_gone(process, time.monotonic() + grace):
+            return
+    log.warning("the process group %d of %r outlived SIGKILL", process.pid, name)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    """Signal every process of the group; SIGTERM also continues a stopped one, so it hears it."""
+    try:
+        os.killpg(pgid, signum)
+        if signum == signal.SIGTERM:
+            os.killpg(pgid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+    except PermissionError as exc:  # a member that changed its user: not ours to stop
+        log.warning("cannot signal process group %d: %s", pgid, exc)
+
+
+def _group_gone(process: "subprocess.Popen[bytes]", deadline: float) -> bool:
+    """Whether no process of the child's group is left, looking until `deadline`. Nothing signals
+    when a grandchild exits, so this looks again and again, backing off from 1 to 50 ms. While
+    any member lives, the kernel keeps the group's id from being reused."""
+    delay = 0.001
+    while True:
+        process.poll()  # reap the leader once it has exited: a zombie still counts as a member
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, _GROUP_POLL_MAX)

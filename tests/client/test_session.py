@@ -446,56 +446,28 @@ def test_a_call_to_a_server_that_stopped_reading_still_ends_by_its_deadline(open
         caller.join(LONG)
 
 
-class _SignallingLock:
-    """A stand-in for the connection's write lock that reports when it is taken (to know a send is
-    under way without sleeping). Same interface as `threading.Lock`."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.held = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        acquired = self._lock.acquire(blocking, timeout)
-        if acquired:
-            self.held.set()
-        return acquired
-
-    def release(self) -> None:
-        self.held.clear()
-        self._lock.release()
-
-    def locked(self) -> bool:
-        return self._lock.locked()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
-
-
-def test_close_is_bounded_while_a_send_is_blocked() -> None:
+def test_a_send_to_a_server_that_stopped_reading_returns_at_once_and_close_stays_bounded() -> None:
     connection = StdioConnection(command(), close_grace=0.2)
     session = ClientSession(connection, timeout=LONG).open()
     pid = fake_pid(session)
-    session.call_tool("deafen")
-    lock = _SignallingLock()
-    connection._write_lock = lock  # type: ignore[assignment]  # observe the next write
-    outcome: dict[str, Any] = {}
-    caller = start_thread(capture(outcome, "call", lambda: session.call_tool("echo", {"text": "x" * BIG}, timeout=LONG * 3)), "test-big-call")
-    closer = None
+    session.call_tool("deafen")  # answered; from now on the fake reads nothing
     try:
-        assert lock.held.wait(LONG), "the big call never started writing"
-        # The writer holds the lock and is blocked: the fake reads nothing, and BIG > a pipe's capacity.
+        sent_at = time.monotonic()
+        pending = session.start_request("tools/call", {"name": "echo", "arguments": {"text": "x" * BIG}}, timeout=LONG * 3)
+        # BIG is more than the pipe holds: the rest waits for the connection's writer thread,
+        # not for the caller (a gateway's reader forwarding a call must never wait on a child).
+        assert time.monotonic() - sent_at < LONG
+        assert not pending.done()
+        assert "mcpsync-client-writer" in [thread.name for thread in threading.enumerate()]
         closer = start_thread(session.close, "test-closer")
         closer.join(LONG)
         assert not closer.is_alive(), "close() was still blocked after LONG"
         assert process_gone(pid)
+        with pytest.raises(SessionClosed):
+            pending.result(0)
+        assert "mcpsync-client-writer" not in [thread.name for thread in threading.enumerate()]
     finally:
         kill(pid)
-        caller.join(LONG)
-        if closer is not None:
-            closer.join(LONG)
         session.close()
 
 
