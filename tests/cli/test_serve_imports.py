@@ -1,9 +1,10 @@
 """What `mcpsync serve` imports to answer `initialize`: what serving stdio needs, nothing more.
 
-Start-up (spawn to first response) is mostly imports. The gateway (and the client it drives), the
-HTTP transport, the config reader and the target loader serve only some command lines, so they are
-imported when first needed. Checked on a real child run with `python -X importtime`, which names
-every module it imports, from start-up to exit: behaviour, not timing.
+Start-up (spawn to first response) is mostly imports. jsonschema serves only some requests; the
+gateway (and the client it drives), the HTTP transport, the config reader and the target loader
+only some command lines; so each is imported when first needed. Checked on a real child run with
+`python -X importtime`, which names every module it imports, from start-up to exit: behaviour, not
+timing.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "imports", "version": "0"}},
 }
-# Needed by some command lines only: --upstream/--config, --http, a client command.
+# Needed by some requests only (a tools/call to check arguments against a schema), or by some
+# command lines only: --upstream/--config, --http, a client command.
 ONLY_WHEN_ASKED = (
+    "jsonschema",
     "mcpsync.gateway",
     "mcpsync.client",
     "mcpsync.config",
