@@ -143,6 +143,29 @@ def test_the_servers_whole_process_group_is_stopped(bounded, tmp_path: Path) -> 
     assert not running(int(pid_file.read_text()))
 
 
+CHILD_OF_ITS_OWN = """
+import os, sys, time
+os.setsid()
+ballast = bytearray(64 << 20)  # zero-filled, so resident: 64 MiB the report must count
+with open(sys.argv[1], "w") as fifo:
+    fifo.write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+def test_a_child_in_a_session_of_its_own_is_measured_and_stopped(bounded, tmp_path: Path) -> None:
+    """mcpsync starts its upstreams that way: their memory is the gateway's, and they must stop too."""
+    fifo, pid_file = tmp_path / "ready", tmp_path / "child.pid"
+    os.mkfifo(fifo)
+    script = (f'"$0" -c "$1" "{fifo}" < /dev/null & read pid < "{fifo}"; echo "$pid" > "{pid_file}"; '
+              f'exec "$0" "$2"')
+    wrapper = ["sh", "-c", script, sys.executable, CHILD_OF_ITS_OWN, FLOOR[1]]
+    status, report, stderr = mcpload(bounded, "--requests", "10", server=wrapper)
+    assert status == 0 and report is not None, stderr
+    assert report["server_peak_rss_kib"] > 64 * 1024, report
+    assert not running(int(pid_file.read_text()))
+
+
 def running(pid: int) -> bool:
     """Alive and not a zombie (a killed orphan stays a zombie until its new parent reaps it)."""
     try:
