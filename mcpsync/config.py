@@ -11,6 +11,7 @@ Strategy: two formats are read into one `GatewayConfig`. mcpsync's own TOML::
     env = { DEBUG = "1" }
     prefix = "fs_"
     deny = ["write_file"]
+    roots = ["file:///srv/shared"]   # what its roots/list gets (else the client's roots)
 
     [upstreams.remote]
     url = "http://127.0.0.1:8000/mcp"
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
-_UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "type", "transport"}
+_UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport"}
 MODES = ("auto", "legacy", "modern")
 
 
@@ -53,6 +54,7 @@ class UpstreamConfig:
     deny: list[str] = field(default_factory=list)
     mode: str = "auto"
     timeout: float = 60.0
+    roots: list[dict[str, str]] | None = None
 
 
 @dataclass
@@ -61,6 +63,23 @@ class GatewayConfig:
     server: dict[str, Any] = field(default_factory=dict)
     services: list[str] = field(default_factory=list)
     upstreams: list[UpstreamConfig] = field(default_factory=list)
+
+
+def parse_roots(value: Any) -> tuple[dict[str, str], ...]:
+    """Roots given for an upstream (a config's `roots`, `Server.add_remote(roots=...)`): a list of
+    `file://` URIs, each a string or a table with `uri` and an optional `name`, as MCP's `Root`.
+    Raises ValueError saying what is wrong."""
+    if not isinstance(value, list):
+        raise ValueError("must be a list of file:// URIs (or tables with uri and name)")
+    roots = []
+    for entry in value:
+        root = {"uri": entry} if isinstance(entry, str) else entry
+        if not isinstance(root, dict) or set(root) - {"uri", "name"} or not all(isinstance(v, str) for v in root.values()):
+            raise ValueError(f"{entry!r}: a root is a file:// URI, or a table with uri and an optional name")
+        if not root.get("uri", "").startswith("file://"):
+            raise ValueError(f"{entry!r}: a root's uri must start with file://")
+        roots.append(dict(root))
+    return tuple(roots)
 
 
 def upstream_from_argument(value: str, index: int) -> UpstreamConfig:
@@ -207,6 +226,11 @@ class _Reader:
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
             raise self.fail(f"{table}.timeout", "must be a positive number of seconds", table)
         upstream.timeout = float(timeout)
+        if "roots" in spec:
+            try:
+                upstream.roots = list(parse_roots(spec["roots"]))
+            except ValueError as exc:
+                raise self.fail(f"{table}.roots", str(exc), table) from None
         return upstream
 
     def _strings(self, value: Any, key: str, table: str | None) -> list[str]:

@@ -23,6 +23,20 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 # -- good files -----------------------------------------------------------------------------------
 
+def test_an_upstreams_roots_are_uris_or_tables_with_uri_and_name(tmp_path: Path) -> None:
+    path = write(tmp_path, "gateway.toml", """
+        [upstreams.files]
+        command = ["npx", "-y", "@modelcontextprotocol/server-filesystem"]
+        roots = ["file:///srv/data", { uri = "file:///home/me/notes", name = "notes" }]
+
+        [upstreams.other]
+        command = ["other"]
+    """)
+    files, other = load_config(path).upstreams
+    assert files.roots == [{"uri": "file:///srv/data"}, {"uri": "file:///home/me/notes", "name": "notes"}]
+    assert other.roots is None, "no roots given: the client's roots are relayed"
+
+
 def test_the_toml_of_the_readme_is_read_whole(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -189,6 +203,9 @@ BAD_TOML = [
     ('[upstreams.files]\ncommand = ["x"]\ntimeout = "5"\n', 3, "upstreams.files.timeout", "must be a positive number of seconds"),
     ('[upstreams.files]\ncommand = ["x"]\ntimeout = false\n', 3, "upstreams.files.timeout", "must be a positive number of seconds"),
     ('[upstreams.a]\ncommand = ["a"]\n\n[upstreams.b]\ncommand = ["b"]\nmode = "quick"\n', 6, "upstreams.b.mode", "must be one of"),
+    ('[upstreams.files]\ncommand = ["x"]\nroots = "/srv"\n', 3, "upstreams.files.roots", "must be a list of file:// URIs"),
+    ('[upstreams.files]\ncommand = ["x"]\nroots = ["/srv"]\n', 3, "upstreams.files.roots", "a root's uri must start with file://"),
+    ('[upstreams.files]\ncommand = ["x"]\nroots = [{ path = "/srv" }]\n', 3, "upstreams.files.roots", "a table with uri and an optional name"),
     ('server = "gw"\n', 1, "server", "must be a table"),
     ('upstreams = ["x"]\n', 1, "upstreams", "must be a table of named upstreams"),
     ('[upstreams]\nfiles = 3\n', 2, "upstreams.files", "must be a table/object"),
