@@ -144,7 +144,8 @@ class _Asks:
         self._table = PendingAsks()
         self._closed: str | None = None  # why nothing more can be answered, once closing began
 
-    def ask(self, exchange: _Exchange, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+    def ask(self, exchange: _Exchange | None, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+        """For `exchange`, or (None) on behalf of no request: see `StdioServer.ask_client`."""
         with self._output.lock:
             self._refuse_locked(exchange, method)
         ask_id, future = self._table.open(exchange, method)
@@ -160,15 +161,15 @@ class _Asks:
         future.add_done_callback(lambda done: self._given_up(ask_id, done))
         return future
 
-    def _refuse_locked(self, exchange: _Exchange, method: str) -> None:
-        if exchange.modern or self._session.era is not Era.HANDSHAKE:
+    def _refuse_locked(self, exchange: _Exchange | None, method: str) -> None:
+        if (exchange is not None and exchange.modern) or self._session.era is not Era.HANDSHAKE:
             raise McpsyncError(
                 f"cannot send {method}: server-to-client requests need a connection that completed "
                 "initialize (a 2026-07-28 server never sends requests; it answers input_required)"
             )
         if self._closed is not None or not self._output.usable:
             raise McpsyncError(f"cannot send {method}: {self._closed or 'the connection is closed'}")
-        if exchange.done or exchange.cancelled_by_client or exchange.cancel_event.is_set():
+        if exchange is not None and (exchange.done or exchange.cancelled_by_client or exchange.cancel_event.is_set()):
             raise McpsyncError(f"cannot send {method}: the request it belongs to is over or cancelled")
 
     def route(self, response: Response) -> None:
@@ -212,6 +213,7 @@ class StdioServer:
         shutdown_timeout: float = 5.0,
         on_stopped: Callable[[], None] | None = None,
         subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
+        on_notification: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -235,6 +237,7 @@ class StdioServer:
         self._pending: collections.deque[Message] = collections.deque()
         self._blocking: concurrent.futures.Future[None] | None = None
         self._on_stopped = on_stopped
+        self._on_notification = on_notification  # told the client's other notifications, on the reader thread
         self._stop_requested = threading.Event()
         self._stop_future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._stopped = threading.Event()
@@ -247,6 +250,12 @@ class StdioServer:
     @property
     def session(self) -> Session:
         return self._session
+
+    def ask_client(self, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+        """Send the client a request of this server's own, on behalf of no request (a gateway
+        asking for the client's `roots/list` when an upstream asks outside any call). The future
+        and the refusals are those of a tool's ask (`_Exchange.ask`), save the request's own."""
+        return self._asks.ask(None, method, params)
 
     @property
     def signal_wakeup_fd(self) -> int:
@@ -390,7 +399,11 @@ class StdioServer:
         elif isinstance(message, Invalid):
             if message.answer:
                 self._send(jsonrpc.error_frame(message.answer_id, message.error))
-        # other notifications (initialized, roots/list_changed, ...) need nothing from this server
+        elif isinstance(message, Notification) and self._on_notification is not None:
+            try:  # initialized, roots/list_changed, ...: a gateway tells its upstreams (never waiting)
+                self._on_notification(message.method, message.params)
+            except Exception:
+                log.exception("the on_notification callback failed on %s", message.method)
 
     def _accept_request(self, request: Request) -> None:
         if request.id in self._inflight or request.id in self._subscriptions:
