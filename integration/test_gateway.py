@@ -312,7 +312,9 @@ def test_a_crashed_upstream_is_withdrawn_announced_and_restarted() -> None:
         heard: list[dict[str, Any]] = []
         assert client.tool_names() == DYNAMIC_TOOLS, "a dead upstream's tools must not be listed"
         heard += proc.notifications
-        assert client.call("shout", {"text": "x"})["error"]["code"] == -32602
+        unavailable = client.call("shout", {"text": "x"})["error"]  # not "Unknown tool": it is coming back
+        assert unavailable["code"] == -32603 and unavailable["data"] == {"upstream": "upstream1"}, unavailable
+        assert unavailable["message"].startswith("upstream 'upstream1' is unavailable: it is restarting"), unavailable
         heard += proc.notifications
         assert client.text("echo", {"text": "local"}) == "local", "local tools keep working"
         heard += proc.notifications

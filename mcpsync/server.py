@@ -8,6 +8,7 @@ on one named thread the stdio transport owns.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import signal
@@ -21,6 +22,9 @@ from .catalog.catalog import Catalog
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
+from .engine.session import Session
+from .errors import McpsyncError
+from .protocol.versions import Era
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
@@ -143,6 +147,7 @@ class Server:
         allow: Iterable[str] | None = None,
         deny: Iterable[str] = (),
         timeout: float = 60.0,
+        roots: Iterable[str | Mapping[str, str]] | None = None,
     ) -> RemoteSource:
         """Proxy an upstream MCP server behind this one: `target` is a command list (started as
         a child, with `env` and `cwd`) or an http(s) URL (with `headers`).
@@ -151,23 +156,37 @@ class Server:
         upstream names) and its resources join the catalog after the local ones; local entries
         win clashes, then earlier upstreams. Connects now (waiting up to `timeout` for the first
         attempt) and reconnects with backoff if the upstream dies.
+
+        `roots` (`file://` URIs, or `{"uri": ..., "name": ...}`) are what the upstream's
+        `roots/list` is answered, whoever the client is. Without them, a `roots/list` during a
+        call asks that call's client, and one outside any call gets the roots of the one stdio
+        client that declared `roots` (handshake era), else an empty list; that client's
+        `notifications/roots/list_changed` is passed on.
         """
         if isinstance(target, str):
             if not target.startswith(("http://", "https://")):
                 raise TypeError(f"upstream {name!r}: give a command as a list (e.g. shlex.split({target!r})) or an http(s) URL")
         elif not target or not all(isinstance(part, str) for part in target) or not target[0].strip():
             raise ValueError(f"upstream {name!r}: the command must be a non-empty list of strings")
+        from .config import parse_roots
         from .gateway.remote import RemoteOptions  # by the first upstream: a plain serve starts without them
         from .gateway.upstream import upstream_source
 
+        try:
+            fixed_roots = parse_roots(list(roots)) if roots is not None else None
+        except ValueError as exc:
+            raise ValueError(f"upstream {name!r}: roots: {exc}") from None
         options = RemoteOptions(
             prefix=prefix,
             allow=frozenset(allow) if allow is not None else None,
             deny=frozenset(deny),
             call_timeout=timeout,
             start_timeout=timeout,
+            roots=fixed_roots,
         )
-        remote = upstream_source(name, target, options, env=env, cwd=cwd, headers=headers, mode=mode, timeout=timeout)
+        remote = upstream_source(
+            name, target, options, env=env, cwd=cwd, headers=headers, mode=mode, timeout=timeout, client_roots=self._client_roots
+        )
         self.catalog.add_remote(remote)
         return remote
 
@@ -179,6 +198,41 @@ class Server:
         """Tell subscribed clients that the content at `uri` changed (subscriptions to a parent
         URI count: an update of `file:///a/b` reaches a subscription to `file:///a`)."""
         self.catalog.resource_updated(uri)
+
+    def _client_roots(self, timeout: float) -> list[dict[str, Any]]:
+        """The roots of the one client that can be asked outside a request: a stdio connection
+        of the handshake era that declared `roots`. With none or several (whose would they be?),
+        or no good answer within `timeout`, none."""
+        askable = [t for t in self._live_transports() if isinstance(t, StdioServer) and _declares_roots(t.session)]
+        if len(askable) != 1:
+            return []
+        try:
+            answer = askable[0].ask_client("roots/list", {})
+        except McpsyncError as exc:
+            log.info("cannot ask the client for its roots: %s", exc)
+            return []
+        try:
+            roots = answer.result(timeout).get("roots")
+        except (McpsyncError, concurrent.futures.TimeoutError) as exc:
+            answer.cancel()  # the client is told it need not answer any more
+            log.info("the client did not give its roots: %s", exc or "no answer in time")
+            return []
+        if not isinstance(roots, list):
+            return []
+        return [root for root in roots if isinstance(root, dict) and isinstance(root.get("uri"), str)]
+
+    def _client_notified(self, session: Session, method: str) -> None:
+        """On a stdio reader: the roots an upstream would be given may have changed (the client
+        said so, or a client with roots just arrived); each upstream's supervisor tells it."""
+        arrived = method == "notifications/initialized" and _declares_roots(session)
+        if method == "notifications/roots/list_changed" or arrived:
+            for remote in self.catalog.remotes:
+                remote.client_roots_changed()
+
+    def _upstreams_shutting_down(self, shutting_down: bool) -> None:
+        """While the server shuts down, a forwarded call it cancels says so upstream and down."""
+        for remote in self.catalog.remotes:
+            remote.server_shutting_down(shutting_down)
 
     def _publish(self, kinds: frozenset[str]) -> None:
         for transport in self._live_transports():
@@ -205,8 +259,11 @@ class Server:
         """
         wire = wire or isolate_stdio()
         transport = self.serve_fds(wire.wire_in, wire.wire_out, on_stopped=wire.restore, start=False)
-        with _graceful_signals(transport):
-            return transport.serve()
+        with _graceful_signals(transport, on_signal=lambda: self._upstreams_shutting_down(True)):
+            try:
+                return transport.serve()
+            finally:
+                self._upstreams_shutting_down(False)
 
     def start_stdio(self, wire: "StdioWire | None" = None) -> "Server":
         """Serve this process's stdin/stdout on a background thread and return at once."""
@@ -244,6 +301,7 @@ class Server:
             shutdown_timeout=self.shutdown_timeout,
             on_stopped=stopped,
             subscription_cap=self.subscription_cap,
+            on_notification=lambda method, params: self._client_notified(transport.session, method),
         )
         with self._lock:
             self._transports.append(transport)
@@ -291,10 +349,13 @@ class Server:
         main thread); blocks. `on_ready(url)` is called once the port is bound (port 0 picks a
         free one). Options as for `start_http`. True if every request finished in time."""
         serving = self._hosted_http(host, port, path, threads, options)
-        with _graceful_signals(serving):
+        with _graceful_signals(serving, on_signal=lambda: self._upstreams_shutting_down(True)):
             if on_ready is not None:
                 on_ready(serving.url)
-            return serving.serve()
+            try:
+                return serving.serve()
+            finally:
+                self._upstreams_shutting_down(False)
 
     def _hosted_http(self, host: str, port: int, path: str, threads: int | None, options: dict[str, Any]) -> "HttpServing":
         from .transport._http_server import DEFAULT_THREADS, HttpServing
@@ -339,7 +400,11 @@ class Server:
         """Stop every transport gracefully; safe from any thread. True if all stopped in time."""
         with self._lock:
             transports = tuple(self._transports)
-        return all([transport.shutdown(timeout) for transport in transports])
+        self._upstreams_shutting_down(True)
+        try:
+            return all([transport.shutdown(timeout) for transport in transports])
+        finally:
+            self._upstreams_shutting_down(False)
 
     def close(self, timeout: float | None = None) -> bool:
         """`shutdown()` every transport, then stop every upstream. True if all stopped in time."""
@@ -393,6 +458,11 @@ class StdioWire:
         os.close(self.wire_out)
 
 
+def _declares_roots(session: Session) -> bool:
+    """Whether a connection's client can be asked for its roots outside a request."""
+    return session.era is Era.HANDSHAKE and session.initialized and isinstance(session.client_capabilities.get("roots"), dict)
+
+
 class _graceful_signals:
     """SIGTERM and SIGINT ask the transport to shut down (main thread only; restored on exit).
 
@@ -401,8 +471,9 @@ class _graceful_signals:
     the signal itself wakes the reader from `poll()`, and the handler runs right after.
     """
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, transport: Any, on_signal: Callable[[], None] = lambda: None) -> None:
         self._transport = transport
+        self._on_signal = on_signal
         self._previous: dict[int, Any] = {}
         self._previous_wakeup: int | None = None
 
@@ -415,6 +486,7 @@ class _graceful_signals:
 
     def _handle(self, signum: int, frame: object) -> None:
         log.info("received %s; shutting down", signal.Signals(signum).name)
+        self._on_signal()
         self._transport.request_shutdown()
 
     def __exit__(self, *exc_info: object) -> None:

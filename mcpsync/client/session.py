@@ -87,6 +87,8 @@ class ClientSession:
             form mode only). Each gets the request's params (`{}` for roots/list) and returns the
             result dict; raising McpError refuses. Without one, a handshake-era request is
             answered -32601.
+        roots_list_changed: with `roots`, also declare `roots: {"listChanged": true}`: this
+            client calls `notify_roots_changed()` when its roots change.
         on_log: called with the params of each `notifications/message`.
         on_change: called on the connection's reader thread with (method, params) of every list
             change and resource update, before any response that arrives after it is delivered
@@ -141,6 +143,7 @@ class ClientSession:
         log_level: str | None = None,
         max_input_rounds: int = MAX_INPUT_ROUNDS,
         elicitation_modes: Sequence[str] = ("form",),
+        roots_list_changed: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -166,6 +169,8 @@ class ClientSession:
             raise ValueError("elicitation_modes must name 'form', 'url' or both")
         if elicitation is not None and modes != ("form",):  # {} alone means forms only
             self.capabilities["elicitation"] = {mode: {} for mode in modes}
+        if roots is not None and roots_list_changed:
+            self.capabilities["roots"] = {"listChanged": True}
         self._on_log = on_log
         if log_level is not None and not is_log_level(log_level):
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
@@ -388,6 +393,12 @@ class ClientSession:
     def notify(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> None:
         """Send a notification (no answer); `timeout` bounds the wait for a server slow to read."""
         self._connection.send(jsonrpc.notification_frame(method, params), timeout)
+
+    def notify_roots_changed(self) -> None:
+        """Tell a handshake-era server that the roots changed, so it asks `roots/list` again. (A
+        2026-07-28 server asks within each request; nothing to tell.)"""
+        if self.era is Era.HANDSHAKE and "roots" in self.capabilities:
+            self.notify("notifications/roots/list_changed")
 
     # -- the catalog -----------------------------------------------------------------------------
     def _list_all(self, method: str, key: str, timeout: float | None) -> list[dict[str, Any]]:

@@ -15,7 +15,12 @@ does not tell which POST's stream carried it either), so:
 
 1. Which call? The one in flight on that upstream, if there is exactly one. With none, or with
    several, the upstream gets -32603 saying the gateway cannot tell which call the question is
-   for. It never guesses: a user could be asked on behalf of somebody else's call.
+   for. It never guesses: a user could be asked on behalf of somebody else's call. `roots/list`
+   is the exception, since roots belong to a client, not to a call, and servers such as
+   server-filesystem ask right after `initialize`: the roots configured for the upstream answer
+   it whenever it asks; without them, the one call's client is asked as below, and outside a call
+   (or with several) the client the server can ask outside a request (`client_roots`), else an
+   empty list. Never an error: an upstream that gets none works with none.
 2. A handshake-era downstream: the question goes to the downstream client as a real request on
    the call's own request (`Context.ask`), and this thread waits for the answer. The downstream's
    error, a missing capability (-32021), a cancel or the deadline go back to the upstream as the
@@ -74,7 +79,7 @@ from ..errors import CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
 from ..catalog.context import Context
-from ..catalog.questions import ELICIT, KINDS, Question, checked_answer, missing_capability
+from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, missing_capability
 
 log = logging.getLogger("mcpsync")
 
@@ -88,10 +93,15 @@ STATE_KEY = "upstreamCall"
 BATCH_WINDOW = 0.02
 """Seconds a 2026-07-28 round waits after an upstream's first question for the ones sent with it
 (an upstream's `ctx.ask(a, b, c)` sends three requests back to back), so they are asked together."""
+CANCELLED_BY_CLIENT = "cancelled by the client"
+SHUTTING_DOWN = "the server is shutting down"
 _PROTOCOL_META_PREFIX = "io.modelcontextprotocol/"
 _ERA_KEYS = ("resultType", "ttlMs", "cacheScope")
 
 Failure = Callable[[BaseException], McpError]
+ClientRoots = Callable[[float], list[dict[str, Any]]]
+"""The roots of the downstream client that can be asked outside any request, waiting at most the
+given seconds; an empty list when there is no such client (or it did not answer)."""
 
 
 def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
@@ -235,10 +245,22 @@ class Relay:
     """One upstream's forwarded calls: which are in flight, which are parked, and the answers to
     its questions. Thread-safe."""
 
-    def __init__(self, upstream: str, call_timeout: float, failure: Failure, batch_window: float = BATCH_WINDOW) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        call_timeout: float,
+        failure: Failure,
+        batch_window: float = BATCH_WINDOW,
+        *,
+        roots: tuple[dict[str, Any], ...] | None = None,
+        client_roots: ClientRoots | None = None,
+    ) -> None:
         self.upstream = upstream
         self.call_timeout = call_timeout
         self.batch_window = batch_window
+        self.roots = roots  # configured for this upstream: they answer its roots/list
+        self.shutting_down = False  # set by the server while it shuts down: a cancel then says so
+        self._client_roots = client_roots
         self._failure = failure
         self._lock = threading.Lock()
         self._numbers = itertools.count(1)
@@ -303,7 +325,7 @@ class Relay:
         """The downstream cancelled `ctx`: cancel the upstream call if that request still waits on
         it (not after it answered input_required: the call is parked for a retry then)."""
         if call.ctx is ctx:
-            call.cancel("cancelled by the client")
+            call.cancel(SHUTTING_DOWN if self.shutting_down else CANCELLED_BY_CLIENT)
 
     def _upstream_answered(self, call: UpstreamCall, result: Any, error: BaseException | None) -> None:
         """The upstream answered (or the call failed): a 2026-07-28 upstream's `input_required` is
@@ -455,8 +477,12 @@ class Relay:
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The downstream client's answer to an upstream's question, in the form the upstream
         expects (the result object); raises McpError for the upstream's error response."""
+        if method == ROOTS and self.roots is not None:
+            return {"roots": [dict(root) for root in self.roots]}
         with self._lock:
             in_flight = [call for call in self._in_flight.values() if call.final is None]
+        if len(in_flight) != 1 and method == ROOTS:
+            return {"roots": self._client_roots(self.call_timeout) if self._client_roots is not None else []}
         if len(in_flight) != 1:
             log.warning("upstream %r asked %s while %d of its calls were in flight; refused (which call is it for?)", self.upstream, method, len(in_flight))
             raise McpError(

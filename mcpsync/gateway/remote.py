@@ -6,8 +6,15 @@ kind; the upstream's own change notifications arrive on its reader thread, where
 stale *before* the change is relayed, so a client that re-lists on the notification sees fresh
 data, and the relay precedes the result of the call that caused it. The next listing refreshes once
 (concurrent listers share one fetch); a failed refresh is an error, repeated without asking the
-upstream again until a cooldown passes. A lost upstream's entries disappear (a change is
-published), calls to it fail with a clear error, and the supervisor reconnects it.
+upstream again until a cooldown passes. A lost upstream's entries disappear from the lists (a
+change is published), while a call by a name it had is answered "upstream 'NAME' is unavailable"
+(not "Unknown tool": the client may retry); the supervisor reconnects it.
+
+Closing stops the upstream in whatever state the supervisor is: a session being opened is closed
+too (its child stopped), so a restart that races the gateway's exit leaves nothing running. The
+supervisor also tells a handshake-era upstream that the client's roots changed
+(`notifications/roots/list_changed`), on its own thread: the downstream's reader never waits on
+an upstream for it.
 
 Calls are forwarded through the source's `Relay` (relay.py), which also carries the questions an
 upstream asks during a call (elicitation, sampling, roots; a handshake-era upstream's requests, a
@@ -29,7 +36,7 @@ from ..catalog.context import Context
 from ..catalog.service import template_pattern
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
-from .relay import ForwardedCall, Relay, parked_call_id, strip_era_fields
+from .relay import ClientRoots, ForwardedCall, Relay, parked_call_id, strip_era_fields
 
 __all__ = ["ForwardedCall", "RemoteOptions", "RemoteSource", "RemoteTool", "strip_era_fields"]
 
@@ -55,6 +62,7 @@ class RemoteOptions:
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     start_timeout: float = 30.0
+    roots: tuple[dict[str, Any], ...] | None = None  # what roots/list answers; None: the client's roots
 
 
 class RemoteTool:
@@ -154,27 +162,30 @@ class _Cache:
 
 
 Connector = Callable[[Callable[[str, dict[str, Any]], None], Callable[[Exception], None]], Any]
-"""Opens a client session with the upstream, wiring the given change and loss callbacks (the
-session's `on_change` and `on_lost`); returns the open session."""
+"""Makes a client session with the upstream, not yet open, wiring the given change and loss
+callbacks (the session's `on_change` and `on_lost`); the supervisor opens it (`open()`), so that
+`close()` can reach a session while it is being opened."""
 
 
 class RemoteSource:
     """One upstream MCP server behind the gateway."""
 
-    def __init__(self, name: str, connector: Connector, options: RemoteOptions | None = None) -> None:
+    def __init__(self, name: str, connector: Connector, options: RemoteOptions | None = None, client_roots: ClientRoots | None = None) -> None:
         self.name = name
         self.options = options or RemoteOptions()
         self._connector = connector
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # close(), a lost session, the client's roots changing
         self._session: Any = None
+        self._opening: Any = None  # the session the supervisor is opening, for close() to reach
         self._caches = {kind: _Cache() for kind in (*KINDS, "templates")}
         self._on_change: Callable[[frozenset[str]], None] = lambda kinds: None
         self._on_updated: Callable[[str], None] = lambda uri: None
-        self._wake = threading.Event()  # set by close(): stop waiting, whatever for
         self._closing = False
+        self._roots_changed = False
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
-        self._relay = Relay(name, self.options.call_timeout, self._failure)
+        self._relay = Relay(name, self.options.call_timeout, self._failure, roots=self.options.roots, client_roots=client_roots)
         self.last_error: Exception | None = None
 
     def question_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
@@ -195,48 +206,98 @@ class RemoteSource:
         return self._session is not None
 
     def close(self, timeout: float = 5.0) -> None:
+        """Stop the upstream (the open session, or the one being opened) and the supervisor."""
         with self._lock:
             self._closing = True
-            session, self._session = self._session, None
-        self._wake.set()
+            sessions = [self._session, self._opening]
+            self._session = self._opening = None
+            self._wake.notify_all()
         self._relay.close()
-        if session is not None:
-            session.close()
+        for session in sessions:
+            if session is not None:
+                session.close()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("upstream %r: its supervisor was still running %g s after close", self.name, timeout)
+
+    def client_roots_changed(self) -> None:
+        """The downstream client's roots changed: the supervisor tells the upstream (unless the
+        configuration sets its roots)."""
+        if self.options.roots is not None:
+            return
+        with self._lock:
+            self._roots_changed = True
+            self._wake.notify_all()
+
+    def server_shutting_down(self, shutting_down: bool) -> None:
+        """While the server shuts down, a cancelled call says so (not "cancelled by the client")."""
+        self._relay.shutting_down = shutting_down
 
     def _supervise(self) -> None:
         delay = self.options.backoff_initial
         while not self._closing:
             lost = threading.Event()
             try:
-                session = self._connector(self._upstream_changed, lambda error: lost.set())
+                session = self._open(lost)
             except Exception as exc:  # whatever it is, the gateway keeps serving and tries again
+                if self._closing:
+                    return
                 self.last_error = exc
                 log.warning("upstream %r: cannot connect (%s); retrying in %.1f s", self.name, exc, delay)
             else:
+                if session is None:  # closed while it was being opened
+                    return
                 self._serve_session(session, lost)
                 if self._closing:
                     return
                 delay = self.options.backoff_initial
             self._first_attempt.set()
-            if self._wake.wait(delay):
-                return
+            with self._lock:
+                if self._wake.wait_for(lambda: self._closing, delay):
+                    return
             delay = min(delay * 2, self.options.backoff_max)
 
-    def _serve_session(self, session: Any, lost: threading.Event) -> None:
-        """Publish the upstream's entries, wait until it is lost (or we close), withdraw them."""
+    def _open(self, lost: threading.Event) -> Any:
+        """A new open session, published as the source's; None (and nothing left running) if
+        the source closed meanwhile. Raises whatever opening raised."""
+        session = self._connector(self._upstream_changed, lambda error: self._lost(lost, error))
+        if not self._hand_over(session, "_opening"):
+            return None
+        try:
+            session.open()
+        except BaseException:
+            with self._lock:
+                self._opening = None
+            session.close()
+            raise
+        return session if self._hand_over(session, "_session") else None
+
+    def _hand_over(self, session: Any, slot: str) -> bool:
+        """Put `session` in `slot` (`_opening`, then `_session` once open) under the lock, unless
+        the source is closing: then it is closed, and False."""
         with self._lock:
-            if self._closing:
-                session.close()
-                return
-            self._session = session
+            self._opening = None
+            closing = self._closing
+            if not closing:
+                setattr(self, slot, session)
+        if closing:
+            session.close()
+        return not closing
+
+    def _lost(self, lost: threading.Event, error: Exception) -> None:
+        with self._lock:
+            self.last_error = error
+            lost.set()
+            self._wake.notify_all()
+
+    def _serve_session(self, session: Any, lost: threading.Event) -> None:
+        """Publish the upstream's entries, serve until it is lost (or we close), withdraw them."""
         self._mark_all_stale()
         self._first_attempt.set()
         log.info("upstream %r connected (%s era)", self.name, session.era.value if session.era else "?")
         self._on_change(frozenset(KINDS))
-        while not (self._closing or lost.is_set()):
-            self._wake.wait(1.0)  # a loss or close() ends this within a second
+        while self._serving(session, lost):
             session.expire_overdue()  # forwarded calls nobody blocks on still end by their deadline
             self._relay.expire()  # and so do parked ones nobody retried
         with self._lock:
@@ -247,6 +308,20 @@ class RemoteSource:
             self._mark_all_stale()
             log.warning("upstream %r was lost; its entries are withdrawn; reconnecting", self.name)
             self._on_change(frozenset(KINDS))
+
+    def _serving(self, session: Any, lost: threading.Event) -> bool:
+        """Wait up to a second for something to do; False once the session is lost or we close."""
+        with self._lock:
+            self._wake.wait_for(lambda: self._closing or lost.is_set() or self._roots_changed, 1.0)
+            if self._closing or lost.is_set():
+                return False
+            tell, self._roots_changed = self._roots_changed, False
+        if tell:
+            try:
+                session.notify_roots_changed()
+            except McpsyncError as exc:  # the loss, if it is one, is reported on its own
+                log.debug("upstream %r: could not say the roots changed: %s", self.name, exc)
+        return True
 
     def _mark_all_stale(self) -> None:
         for cache in self._caches.values():
@@ -285,11 +360,12 @@ class RemoteSource:
         return self._entries("templates")
 
     def find(self, kind: str, name: str) -> Any:
-        """The tool or prompt exposed as `name` (fetching the list first if it is stale)."""
+        """The tool or prompt exposed as `name` (fetching the list first if it is stale). While the
+        upstream is reconnecting, the entry it had: calling it says the upstream is unavailable."""
         cache = self._caches[kind]
         if cache.stale:
             self._entries(kind)
-        return cache.by_name.get(name) if self._session is not None else None
+        return cache.by_name.get(name) if not self._closing else None
 
     def find_known(self, kind: str, name: str) -> Any:
         """Without asking the upstream: the entry exposed as `name` if the list is known and fresh,
@@ -366,13 +442,20 @@ class RemoteSource:
         question continues that upstream call instead (relay.py)."""
         session = self._session
         if session is None and parked_call_id(ctx) is None:  # a parked call's retry still gets its answer
-            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable", {"upstream": self.name})
+            raise self._unavailable()
         try:
             return self._relay.forward(session, method, params, ctx)
         except McpError:
             raise
         except McpsyncError as exc:
             raise self._failure(exc) from exc
+
+    def _unavailable(self) -> McpError:
+        """The answer while there is no session: the supervisor is reconnecting (or the source closed)."""
+        if self._closing:
+            return McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable: it was removed", {"upstream": self.name})
+        why = f" ({self.last_error})" if self.last_error is not None else ""
+        return McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable: it is restarting{why}", {"upstream": self.name})
 
     def _failure(self, error: BaseException) -> McpError:
         if isinstance(error, McpError):
@@ -382,7 +465,7 @@ class RemoteSource:
     def complete(self, ref: dict[str, Any], argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
         session = self._session
         if session is None:
-            raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.name}' is unavailable", {"upstream": self.name})
+            raise self._unavailable()
         try:
             completion = session.complete(ref, argument, value, context=given or None, timeout=self.options.call_timeout)
         except McpError:

@@ -1,16 +1,31 @@
 """An upstream MCP server (a command or a URL) as a `RemoteSource`: how its client session opens.
 
 Strategy: the source's supervisor calls the connector each time it (re)connects, so every attempt
-starts a fresh child or HTTP connection with the same settings. The session declares the question
-capabilities (roots, sampling, elicitation) whose answers the relay carries to the call's client.
+starts a fresh child or HTTP connection with the same settings; the connector makes the session
+and the supervisor opens it (so closing the gateway reaches a session still being opened). The
+session declares the question capabilities (roots, with `listChanged`, sampling, elicitation)
+whose answers the relay carries to the call's client, or, outside a call, gives the roots (relay.py).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+from ..client.session import ClientSession
 from ..protocol.versions import Era
+from .relay import ClientRoots
 from .remote import RemoteOptions, RemoteSource
+
+
+class UpstreamSession(ClientSession):
+    """The gateway's session with one upstream: a 2026-07-28 upstream is listened to as soon as it
+    is open, since it tells only a listener about changes."""
+
+    def open(self) -> "UpstreamSession":
+        super().open()
+        if self.era is Era.MODERN:
+            self.listen(tools=True, prompts=True, resources=True, queue_events=False)
+        return self
 
 
 def upstream_source(
@@ -23,27 +38,25 @@ def upstream_source(
     headers: Mapping[str, str] | None = None,
     mode: str = "auto",
     timeout: float = 60.0,
+    client_roots: ClientRoots | None = None,
 ) -> RemoteSource:
-    """A source for `target` (a command list, or an http(s) URL), not yet started."""
+    """A source for `target` (a command list, or an http(s) URL), not yet started. `client_roots`
+    answers the upstream's `roots/list` outside a call when `options.roots` is not set."""
     from ..client import connection_for
-    from ..client.session import ClientSession
 
-    def connector(on_change: Callable[[str, dict[str, Any]], None], on_lost: Callable[[Exception], None]) -> Any:
-        connection = connection_for(target, env=env, cwd=cwd, headers=headers)
+    def connector(on_change: Callable[[str, dict[str, Any]], None], on_lost: Callable[[Exception], None]) -> UpstreamSession:
         # The upstream's questions during a call reach that call's client (relay.py), which checks
         # each question against that client's own capabilities.
-        session = ClientSession(
-            connection,
+        return UpstreamSession(
+            connection_for(target, env=env, cwd=cwd, headers=headers),
             mode=mode,
             timeout=timeout,
             on_change=on_change,
             on_lost=on_lost,
             elicitation_modes=("form", "url"),
+            roots_list_changed=True,
             **remote.question_handlers(),
-        ).open()
-        if session.era is Era.MODERN:  # a 2026-07-28 server only tells a listener about changes
-            session.listen(tools=True, prompts=True, resources=True, queue_events=False)
-        return session
+        )
 
-    remote = RemoteSource(name, connector, options)
+    remote = RemoteSource(name, connector, options, client_roots=client_roots)
     return remote

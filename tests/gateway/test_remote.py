@@ -27,7 +27,7 @@ from mcpsync.errors import CallTimeout, ConnectionLost, McpsyncError
 from mcpsync.protocol.jsonrpc import ErrorCode, McpError
 from mcpsync.protocol.versions import Era
 
-from .._timeouts import LONG
+from .._timeouts import LONG, SHORT
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -109,6 +109,10 @@ class FakeSession:
         self.answer: Callable[[FakePending], dict[str, Any]] | None = lambda pending: {"content": [], "isError": False}
         self.sent: list[FakePending] = []
         self.closed = threading.Event()
+        self.opened = threading.Event()
+        self.open_gate: threading.Event | None = None  # when set: open() waits for it
+        self.roots_changes = 0
+        self.roots_told = threading.Event()
         self._lock = threading.Lock()
         self.on_change: Callable[[str, dict[str, Any]], None] | None = None
         self.on_lost: Callable[[Exception], None] | None = None
@@ -123,6 +127,18 @@ class FakeSession:
         self.on_lost(ConnectionLost("the upstream exited"))
 
     # the ClientSession surface RemoteSource uses
+    def open(self) -> "FakeSession":
+        self.opened.set()
+        if self.open_gate is not None:
+            assert self.open_gate.wait(LONG), "the test never let the session open"
+        if self.closed.is_set():
+            raise ConnectionLost("closed while opening")
+        return self
+
+    def notify_roots_changed(self) -> None:
+        self.roots_changes += 1
+        self.roots_told.set()
+
     def _listed(self, kind: str, items: list[dict[str, Any]], timeout: float | None) -> list[dict[str, Any]]:
         with self._lock:
             self.list_calls[kind] += 1
@@ -579,13 +595,16 @@ def test_a_lost_upstream_is_withdrawn_announced_unavailable_and_reconnected(gate
     assert tool is not None and source.connected
     first.lose()
     assert gw.changes.next() == ALL
-    assert gw.tool_names() == ["echo"]
-    assert gw.catalog.find_tool("a") is None
+    assert gw.tool_names() == ["echo"]  # withdrawn from the list
     assert first.closed.is_set()
+    # ...but a call by its name is not "Unknown tool": the upstream is coming back.
+    assert gw.catalog.find_tool("a") is tool
+    assert gw.catalog.find_tool("never_had") is None
     ctx, _, _, _ = make_context()
     with pytest.raises(McpError) as unavailable:
         tool.invoke({}, ctx)
-    assert unavailable.value.message == "upstream 'up' is unavailable"
+    assert unavailable.value.code == ErrorCode.INTERNAL_ERROR
+    assert unavailable.value.message == "upstream 'up' is unavailable: it is restarting (the upstream exited)"
     assert unavailable.value.data == {"upstream": "up"}
     connector.wait_attempts(2)
     held.set()
@@ -621,6 +640,73 @@ def test_closing_stops_a_source_that_keeps_failing_to_connect(gateway) -> None:
     assert gw.tool_names() == []
     source.close()  # the conftest guard fails the test if its supervisor thread outlives this
     assert not source.connected
+
+
+def test_closing_while_a_session_is_being_opened_closes_it_and_stops_the_supervisor(gateway) -> None:
+    session = FakeSession(tools=["a"])
+    session.open_gate = threading.Event()  # the upstream is slow to answer its handshake
+    connector = FakeConnector(session)
+    gw = gateway()
+    source = RemoteSource("slow", connector, options(start_timeout=0.0))
+    gw.catalog.add_remote(source)
+    try:
+        assert session.opened.wait(LONG), "the supervisor never opened the session"
+        closer = threading.Thread(target=source.close, name="test-closer")
+        closer.start()
+        assert session.closed.wait(LONG), "close() left the session being opened running"
+        session.open_gate.set()  # the handshake "completes" after the close: nothing is published
+        closer.join(LONG)
+        assert not closer.is_alive()
+        assert not source.connected
+        assert gw.changes.none_pending()
+    finally:
+        session.open_gate.set()
+
+
+def test_the_clients_roots_changing_is_told_to_the_upstream_by_the_supervisor(gateway) -> None:
+    session = FakeSession(tools=["a"])
+    source = gateway().connect("up", session)
+    source.client_roots_changed()
+    assert session.roots_told.wait(LONG), "the upstream was not told"
+    assert session.roots_changes == 1
+
+
+def test_configured_roots_are_not_changed_by_the_client(gateway) -> None:
+    session = FakeSession(tools=["a"])
+    source = gateway().connect("up", session, roots=({"uri": "file:///srv"},))
+    source.client_roots_changed()
+    source.client_roots_changed()
+    assert not session.roots_told.wait(SHORT)
+
+
+# -- the upstream's roots/list ----------------------------------------------------------------------
+
+def roots_answer(source: RemoteSource) -> dict[str, Any]:
+    """What the upstream's roots/list gets (the callback its client session answers with)."""
+    return source.question_handlers()["roots"]({})
+
+
+def test_roots_asked_outside_a_call_are_the_configured_ones(gateway) -> None:
+    configured = ({"uri": "file:///srv/data", "name": "data"},)
+    source = gateway().connect("up", FakeSession(), roots=configured)
+    assert roots_answer(source) == {"roots": [{"uri": "file:///srv/data", "name": "data"}]}
+
+
+def test_roots_asked_outside_a_call_without_configured_ones_are_the_clients_or_none(gateway) -> None:
+    asked: list[float] = []
+
+    def client_roots(timeout: float) -> list[dict[str, Any]]:
+        asked.append(timeout)
+        return [{"uri": "file:///home/me/project"}]
+
+    gw = gateway()
+    with_client = RemoteSource("with", FakeConnector(FakeSession()), options(), client_roots=client_roots)
+    gw.catalog.add_remote(with_client)
+    without = RemoteSource("without", FakeConnector(FakeSession()), options())
+    gw.catalog.add_remote(without)
+    assert roots_answer(with_client) == {"roots": [{"uri": "file:///home/me/project"}]}
+    assert asked == [LONG], "the client is asked with the upstream's call timeout"
+    assert roots_answer(without) == {"roots": []}
 
 
 # -- forwarding -----------------------------------------------------------------------------------
@@ -662,11 +748,13 @@ def test_progress_is_relayed_under_the_clients_token(gateway) -> None:
     ]
 
 
-def test_a_clients_cancel_is_forwarded_upstream(gateway) -> None:
+@pytest.mark.parametrize("shutting_down, reason", [(False, "cancelled by the client"), (True, "the server is shutting down")])
+def test_a_cancel_is_forwarded_upstream_saying_why(gateway, shutting_down, reason) -> None:
     gw = gateway()
     session = FakeSession(tools=["forever"])
     session.answer = None  # runs until cancelled
-    gw.connect("up", session)
+    source = gw.connect("up", session)
+    source.server_shutting_down(shutting_down)
     ctx, _, callbacks, registered = make_context()
     outcome: list[BaseException] = []
 
@@ -683,8 +771,8 @@ def test_a_clients_cancel_is_forwarded_upstream(gateway) -> None:
         callback()
     caller.join(LONG)
     assert not caller.is_alive()
-    assert session.sent[0].cancelled_with == "cancelled by the client"
-    assert len(outcome) == 1 and "cancelled" in outcome[0].message
+    assert session.sent[0].cancelled_with == reason
+    assert len(outcome) == 1 and outcome[0].message == f"tools/call was cancelled: {reason}"
 
 
 @pytest.mark.parametrize(

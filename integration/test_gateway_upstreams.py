@@ -1,0 +1,320 @@
+"""The gateway with real upstreams nobody here wrote, served the way they expect.
+
+The peers are the MCP reference servers from npm, pinned and installed in ``.peers-npm/`` by
+``scripts/peers-npm`` (Node, the official TypeScript SDK), plus mcpsync's own demo:
+
+* ``server-filesystem`` started without directory arguments: it asks ``roots/list`` right after
+  ``initialize`` (and again on ``notifications/roots/list_changed``) and serves only the
+  directories it is given; ``list_allowed_directories`` says which.
+* ``server-memory`` through ``npm exec`` (``npm exec → sh → node``, as ``npx`` runs it), for what
+  is left running when the gateway closes while an upstream restarts.
+* ``server-everything``'s ``trigger-long-running-operation``, a call in flight at SIGTERM.
+* ``python -m mcpsync serve`` as an upstream that stops reading (SIGSTOP).
+
+The gateway is ``python -m mcpsync serve`` (or, for ``add_remote(roots=...)``, a three-line
+script), driven in raw JSON lines by ``wire.ServerProcess``. No sleep orders anything: the tests
+wait on frames, on the gateway's stderr, or poll /proc with a deadline (nothing signals when a
+grandchild exits). A missing node/npm or a failed install fails (never skips) these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from wire import ServerProcess, base_env, children_of, is_notification, legacy_init, serve_argv
+
+pytestmark = pytest.mark.timeout(120)
+
+PEERS_NPM_TIMEOUT = 100.0  # below the test timeout; the script's own npm timeout below that
+NPM_INSTALL_TIMEOUT = 90
+LONG = 20.0
+TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+# -- the peers --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        pytest.fail("node is not on the PATH; the npm peers need Node.js >= 18", pytrace=False)
+    return found
+
+
+@pytest.fixture(scope="session")
+def npm_entry(bounded: Any, repo_root: Path) -> Callable[[str], str]:
+    """`npm_entry("filesystem")`: the entry script of that pinned server (installed once)."""
+    env = {**os.environ, "PEERS_NPM_TIMEOUT": str(NPM_INSTALL_TIMEOUT)}
+
+    def entry(server: str) -> str:
+        result = bounded([str(repo_root / "scripts" / "peers-npm"), server], timeout=PEERS_NPM_TIMEOUT, cwd=repo_root, env=env)
+        if result.returncode != 0:
+            pytest.fail(f"scripts/peers-npm {server} failed with exit status {result.returncode}\n{result.stderr}", pytrace=False)
+        lines = result.stdout.strip().splitlines()
+        path = lines[-1] if lines else ""
+        if not (path and Path(path).is_file()):
+            pytest.fail(f"scripts/peers-npm {server} printed no usable entry path: {result.stdout!r}", pytrace=False)
+        return path
+
+    return entry
+
+
+# -- processes and groups ---------------------------------------------------------------------------
+
+def stat_fields(pid: int) -> list[bytes] | None:
+    """state, ppid, pgrp, ... of /proc/PID/stat (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group."""
+    members = []
+    for entry in os.listdir("/proc"):
+        fields = stat_fields(int(entry)) if entry.isdigit() else None
+        if fields is not None and int(fields[2]) == pgid and fields[0] != b"Z":
+            members.append(int(entry))
+    return members
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def poll(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """The first true value of `condition()`, looked at every 10 ms until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def server_of(pgid: int) -> int | None:
+    """The real server in an upstream's process group: node running server-memory's bin (npm
+    itself runs on node too, as `node .../npm exec ...`)."""
+    return next((pid for pid in group_members(pgid) if command_line(pid).startswith("node ") and "/.bin/mcp-server-memory" in command_line(pid)), None)
+
+
+def kill_groups(pgids: set[int]) -> None:
+    for pgid in pgids:
+        for signum in (signal.SIGKILL, signal.SIGCONT):
+            try:
+                os.killpg(pgid, signum)
+            except ProcessLookupError:
+                pass
+
+
+# -- the downstream's side --------------------------------------------------------------------------
+
+def call_frame(request_id: Any, name: str, arguments: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def allowed_directories(gateway: ServerProcess) -> list[str]:
+    result = gateway.result("tools/call", {"name": "list_allowed_directories", "arguments": {}})
+    text = result["content"][0]["text"]
+    assert text.startswith("Allowed directories:"), result
+    return text.splitlines()[1:]
+
+
+def is_roots_request(frame: dict[str, Any]) -> bool:
+    return frame.get("method") == "roots/list" and "id" in frame
+
+
+def answer_roots(gateway: ServerProcess, directories: list[Path]) -> None:
+    """Wait for the gateway to ask this client for its roots, and answer them."""
+    asked = gateway.expect(is_roots_request, timeout=LONG, what="the gateway asking for the client's roots")
+    roots = [{"uri": directory.as_uri(), "name": directory.name} for directory in directories]
+    gateway.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": roots}})
+
+
+# -- 1. roots outside a call ------------------------------------------------------------------------
+
+GATEWAY_WITH_ROOTS = """
+import json, sys
+from mcpsync import Server
+server = Server("gateway")
+server.add_remote("files", json.loads(sys.argv[1]), roots=json.loads(sys.argv[2]), timeout=30)
+server.serve_stdio()
+server.close()
+"""
+
+
+def test_a_filesystem_upstream_is_given_the_roots_configured_for_it(node: str, npm_entry: Any, tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    script = tmp_path / "gateway.py"
+    script.write_text(GATEWAY_WITH_ROOTS)
+    upstream = [node, npm_entry("filesystem")]  # no directory arguments: only roots give it any
+    argv = [sys.executable, str(script), json.dumps(upstream), json.dumps([served.as_uri()])]
+    with ServerProcess(argv) as gateway:
+        legacy_init(gateway)  # this client declares no roots: the configured ones are the upstream's
+        assert poll(lambda: allowed_directories(gateway) == [os.path.realpath(served)], LONG, "the configured root to be served")
+        (served / "note.txt").write_text("from the configured root")
+        read = gateway.result("tools/call", {"name": "read_text_file", "arguments": {"path": str(served / "note.txt")}})
+        assert read["content"][0]["text"] == "from the configured root", read
+        assert "cannot tell which call" not in gateway.stderr_text()
+
+
+def test_a_filesystem_upstream_is_given_the_clients_roots_and_told_when_they_change(node: str, npm_entry: Any, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    argv = serve_argv("--upstream", shlex.join([node, npm_entry("filesystem")]))
+    with ServerProcess(argv) as gateway:
+        # Before any client came, the upstream asked roots/list outside a call: it got none, no error.
+        assert "cannot tell which call" not in gateway.stderr_text()
+        legacy_init(gateway, capabilities={"roots": {"listChanged": True}})
+        answer_roots(gateway, [first])  # a client with roots arrived: the upstream asks again
+        assert poll(lambda: allowed_directories(gateway) == [os.path.realpath(first)], LONG, "the client's root to be served")
+        gateway.notify("notifications/roots/list_changed")
+        answer_roots(gateway, [second])
+        assert poll(lambda: allowed_directories(gateway) == [os.path.realpath(second)], LONG, "the client's new root to be served")
+
+
+# -- 2. no orphans ----------------------------------------------------------------------------------
+
+def memory_upstreams(tmp_path: Path, repo_root: Path) -> Path:
+    """A config with two server-memory upstreams, each through `npm exec` (npm → sh → node)."""
+    lines = []
+    for name in ("one", "two"):
+        command = ["npm", "exec", "--offline", "--prefix", str(repo_root / ".peers-npm"), "--no", "--", "mcp-server-memory"]
+        lines += [
+            f"[upstreams.{name}]",
+            f"command = {json.dumps(command)}",
+            f'prefix = "{name}_"',
+            f"env = {{ MEMORY_FILE_PATH = {json.dumps(str(tmp_path / (name + '.jsonl')))} }}",
+            "",
+        ]
+    config = tmp_path / "gateway.toml"
+    config.write_text("\n".join(lines))
+    return config
+
+
+def test_closing_the_gateway_while_an_upstream_restarts_leaves_no_process_of_it(npm_entry: Any, tmp_path: Path, repo_root: Path) -> None:
+    npm_entry("memory")
+    config = memory_upstreams(tmp_path, repo_root)
+    seen: set[int] = set()
+    with ServerProcess(serve_argv("--config", str(config), "--log-level", "info")) as gateway:
+        try:
+            legacy_init(gateway)
+            tools = [tool["name"] for tool in gateway.result("tools/list")["tools"]]
+            assert "one_read_graph" in tools and "two_read_graph" in tools, tools
+            crashed, other = sorted(children_of(gateway.pid))  # each leads its own process group
+            seen |= {crashed, other}
+            assert all(os.getpgid(pid) == pid for pid in (crashed, other))
+            os.kill(poll(lambda: server_of(crashed), LONG, "the first upstream's server"), signal.SIGKILL)  # the server crashes
+            restarted = poll(lambda: next((pid for pid in children_of(gateway.pid) if pid not in seen), None), LONG, "the restart")
+            seen.add(restarted)
+            # Hold the restarted server mid-start, as a slow machine or a slow npm fetch does: the
+            # gateway closes while its supervisor is still connecting it.
+            os.kill(poll(lambda: server_of(restarted), LONG, "the restarted server"), signal.SIGSTOP)
+            gateway.close_stdin()
+            assert gateway.wait_exit(LONG) == 0
+            for pgid, what in ((restarted, "the restarted upstream"), (crashed, "the crashed upstream"), (other, "the other upstream")):
+                poll(lambda: not group_members(pgid), LONG, f"no process of {what}'s group {pgid} left: {[command_line(p) for p in group_members(pgid)]}")
+        finally:
+            kill_groups(seen)
+
+
+# -- 3. honest errors -------------------------------------------------------------------------------
+
+def test_a_call_while_its_upstream_restarts_says_the_upstream_is_unavailable(node: str, npm_entry: Any, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"  # while it exists, the upstream's restarts fail at once
+    script = f'test -e "$0" && {{ echo "upstream start refused" >&2; exit 1; }}; exec {shlex.quote(node)} {shlex.quote(npm_entry("memory"))}'
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        "[upstreams.memory]\n"
+        f"command = {json.dumps(['sh', '-c', script, str(broken)])}\n"
+        f"env = {{ MEMORY_FILE_PATH = {json.dumps(str(tmp_path / 'memory.jsonl'))} }}\n"
+    )
+    with ServerProcess(serve_argv("--config", str(config))) as gateway:
+        legacy_init(gateway)
+        assert gateway.result("tools/call", {"name": "read_graph", "arguments": {}}).get("isError") in (None, False)
+        [child] = children_of(gateway.pid)
+        broken.touch()
+        os.kill(child, signal.SIGKILL)
+        gateway.expect(lambda frame: is_notification(frame, TOOLS_CHANGED), timeout=LONG, what="the lost upstream's tools withdrawn")
+        error = gateway.error("tools/call", {"name": "read_graph", "arguments": {}})
+        assert error["code"] == -32603, error
+        assert error["message"].startswith("upstream 'memory' is unavailable: it is restarting"), error
+        assert error["data"] == {"upstream": "memory"}, error
+        broken.unlink()
+        gateway.expect(lambda frame: is_notification(frame, TOOLS_CHANGED), timeout=LONG * 2, what="the upstream back")
+        assert gateway.result("tools/call", {"name": "read_graph", "arguments": {}}).get("isError") in (None, False)
+
+
+def test_a_call_in_flight_at_sigterm_is_answered_that_the_server_is_shutting_down(node: str, npm_entry: Any) -> None:
+    argv = serve_argv("--upstream", shlex.join([node, npm_entry("everything"), "stdio"]))
+    with ServerProcess(argv) as gateway:
+        legacy_init(gateway)
+        gateway.send(call_frame(7, "trigger-long-running-operation", {"duration": 60, "steps": 60}, progressToken="p"))
+        gateway.expect(lambda frame: is_notification(frame, "notifications/progress"), timeout=LONG, what="the call under way")
+        gateway.signal(signal.SIGTERM)
+        response = gateway.response(7, timeout=LONG)
+        assert response["error"]["code"] == -32603, response
+        assert response["error"]["message"] == "tools/call was cancelled: the server is shutting down", response
+        assert gateway.wait_exit(LONG) == 0
+
+
+# -- 4. the reader never waits on an upstream -------------------------------------------------------
+
+@pytest.fixture
+def stopped_upstream() -> Iterator[Callable[[int], None]]:
+    """`stop(pid)`: SIGSTOP a process, continued again when the test ends."""
+    stopped: list[int] = []
+
+    def stop(pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+    yield stop
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def test_the_gateway_keeps_answering_while_an_upstream_does_not_read(stopped_upstream: Any) -> None:
+    upstream = shlex.join(serve_argv())
+    with ServerProcess(serve_argv("--upstream", upstream), env=base_env()) as gateway:
+        legacy_init(gateway)
+        assert "echo" in [tool["name"] for tool in gateway.result("tools/list")["tools"]]  # known: the reader forwards it itself
+        [child] = children_of(gateway.pid)
+        stopped_upstream(child)  # it reads nothing from now on
+        big = "x" * (1 << 20)  # far more than a pipe holds
+        gateway.send(call_frame(1, "echo", {"text": big}))
+        gateway.ping(timeout=LONG / 2)  # the reader was not left waiting for room in the upstream's pipe
+        gateway.cancel(1, "no longer needed")
+        gateway.ping(timeout=LONG / 2)
+        os.kill(child, signal.SIGCONT)
+        assert gateway.result("tools/call", {"name": "echo", "arguments": {"text": "still here"}})["content"][0]["text"] == "still here"
+        code, frames = gateway.finish(LONG)
+        assert code == 0
+        assert not [frame for frame in frames if frame.get("id") == 1], "a cancelled call was answered"
