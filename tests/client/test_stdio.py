@@ -89,9 +89,13 @@ def test_close_stops_what_the_child_started_in_its_process_group() -> None:
 def test_a_connection_closed_before_it_starts_never_starts_a_child() -> None:
     connection = StdioConnection([sys.executable, "-c", LAUNCHER])
     connection.close()
-    with pytest.raises(ConnectionLost, match="closed"):
-        connection.start(lambda message: None, lambda error: None)
-    assert connection.pid is None
+    try:
+        with pytest.raises(ConnectionLost, match="closed"):
+            connection.start(lambda message: None, lambda error: None)
+        assert connection.pid is None
+    finally:
+        if connection.pid is not None:  # what a failure would have left running
+            kill_group(connection.pid)
 
 
 def test_a_working_directory_that_does_not_exist_is_named() -> None:
