@@ -165,14 +165,24 @@ server.close()
 """
 
 
-def test_a_filesystem_upstream_is_given_the_roots_configured_for_it(node: str, npm_entry: Any, tmp_path: Path) -> None:
+def gateway_with_roots(how: str, upstream: list[str], roots: list[str], tmp_path: Path) -> list[str]:
+    """A gateway proxying `upstream` with `roots` configured: by `add_remote(roots=...)` in a script
+    ("api"), or by the `roots` key of a `mcpsync serve --config` TOML file ("config")."""
+    if how == "api":
+        script = tmp_path / "gateway.py"
+        script.write_text(GATEWAY_WITH_ROOTS)
+        return [sys.executable, str(script), json.dumps(upstream), json.dumps(roots)]
+    config = tmp_path / "gateway.toml"
+    config.write_text(f"[upstreams.files]\ncommand = {json.dumps(upstream)}\nroots = {json.dumps(roots)}\ntimeout = 30\n")
+    return serve_argv("--config", str(config))
+
+
+@pytest.mark.parametrize("how", ["api", "config"])
+def test_a_filesystem_upstream_is_given_the_roots_configured_for_it(how: str, node: str, npm_entry: Any, tmp_path: Path) -> None:
     served = tmp_path / "served"
     served.mkdir()
-    script = tmp_path / "gateway.py"
-    script.write_text(GATEWAY_WITH_ROOTS)
     upstream = [node, npm_entry("filesystem")]  # no directory arguments: only roots give it any
-    argv = [sys.executable, str(script), json.dumps(upstream), json.dumps([served.as_uri()])]
-    with ServerProcess(argv) as gateway:
+    with ServerProcess(gateway_with_roots(how, upstream, [served.as_uri()], tmp_path)) as gateway:
         legacy_init(gateway)  # this client declares no roots: the configured ones are the upstream's
         assert poll(lambda: allowed_directories(gateway) == [os.path.realpath(served)], LONG, "the configured root to be served")
         (served / "note.txt").write_text("from the configured root")

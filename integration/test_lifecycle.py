@@ -242,7 +242,7 @@ def test_normal_run_writes_nothing_to_stderr() -> None:
         for name, arguments in [("echo", {"text": "x"}), ("add", {"a": 1, "b": 2}), ("word_stats", {"text": "a b"}), ("fail", {}), ("countdown", {"steps": 2, "delay": 0})]:
             proc.result("tools/call", {"name": name, "arguments": arguments})
         proc.error("tools/call", {"name": "nope"})
-        proc.error("tools/call", {"name": "add", "arguments": {"a": "x"}})
+        assert proc.result("tools/call", {"name": "add", "arguments": {"a": "x"}})["isError"] is True
         proc.result("prompts/get", {"name": "review_code", "arguments": {"code": "x"}})
         proc.result("resources/read", {"uri": "demo://greeting/Ada"})
         proc.error("resources/read", {"uri": "demo://nothing"})

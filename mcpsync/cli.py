@@ -307,6 +307,7 @@ def _add_upstreams(server: Server, config: GatewayConfig) -> None:
             allow=upstream.allow,
             deny=upstream.deny,
             timeout=upstream.timeout,
+            roots=upstream.roots,
         )
 
 
