@@ -8,10 +8,12 @@ missing peer is a broken test setup and must fail loudly, or CI would go green w
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -20,6 +22,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Below the tests' 120 s pytest-timeout, so a slow build fails with its own output rather than a
 # bare timeout. scripts/test builds the venv before pytest starts, so here it is normally ~1 s.
 PEERS_VENV_TIMEOUT = 100.0
+# The same for scripts/peers-npm; its own npm timeout is below that, so it cleans up after itself
+# before the fixture gives up.
+PEERS_NPM_TIMEOUT = 100.0
+NPM_INSTALL_TIMEOUT = 90
 
 
 @dataclass(frozen=True)
@@ -96,3 +102,33 @@ def peers_python() -> str:
     if not (python and os.access(python, os.X_OK)):
         pytest.fail(f"scripts/peers-venv printed no usable python path: {result.stdout!r}", pytrace=False)
     return python
+
+
+@pytest.fixture(scope="session")
+def node() -> str:
+    """The node on the PATH, which the npm peers run on."""
+    found = shutil.which("node")
+    if found is None:
+        pytest.fail("node is not on the PATH; the npm peers need Node.js >= 18 (Debian: apt-get install nodejs npm)",
+                    pytrace=False)
+    return found
+
+
+@pytest.fixture(scope="session")
+def npm_entry() -> Callable[[str], str]:
+    """``npm_entry("filesystem")``: the entry script of that pinned npm server (``scripts/peers-npm``
+    installs them once; "everything", "filesystem" or "memory")."""
+    env = {**os.environ, "PEERS_NPM_TIMEOUT": str(NPM_INSTALL_TIMEOUT)}
+
+    def entry(server: str) -> str:
+        result = run_bounded([str(REPO_ROOT / "scripts" / "peers-npm"), server], timeout=PEERS_NPM_TIMEOUT, cwd=REPO_ROOT, env=env)
+        if result.returncode != 0:
+            pytest.fail(f"scripts/peers-npm {server} failed with exit status {result.returncode}\n{result.stderr}", pytrace=False)
+        lines = result.stdout.strip().splitlines()
+        path = lines[-1] if lines else ""
+        if not (path and Path(path).is_file()):
+            pytest.fail(f"scripts/peers-npm {server} printed no usable entry path: {result.stdout!r}\n{result.stderr}",
+                        pytrace=False)
+        return path
+
+    return entry

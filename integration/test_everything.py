@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -57,10 +56,6 @@ from wire import (
 
 pytestmark = pytest.mark.timeout(120)
 
-# Below the 120 s test timeout, so a slow install fails with its own output. The script's own npm
-# timeout is set below that, so it cleans up after itself before the fixture gives up.
-PEERS_NPM_TIMEOUT = 100.0
-NPM_INSTALL_TIMEOUT = 90
 
 UPSTREAM_NAME = "mcp-servers/everything"
 GATEWAY_NAME = "mcpsync-gateway"  # `serve` with only --upstream: no local service, the gateway's name
@@ -73,20 +68,9 @@ TEXT = "héllo, wörld ✓"
 # -- the peer ---------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
-def everything(bounded: Any, repo_root: Path) -> list[str]:
+def everything(node: str, npm_entry: Any) -> list[str]:
     """``[node, ENTRY]``: the command that starts server-everything (add a transport argument)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on the PATH; server-everything needs Node.js >= 18", pytrace=False)
-    env = {**os.environ, "PEERS_NPM_TIMEOUT": str(NPM_INSTALL_TIMEOUT)}
-    result = bounded([str(repo_root / "scripts" / "peers-npm")], timeout=PEERS_NPM_TIMEOUT, cwd=repo_root, env=env)
-    if result.returncode != 0:
-        pytest.fail(f"scripts/peers-npm failed with exit status {result.returncode}\n{result.stderr}", pytrace=False)
-    lines = result.stdout.strip().splitlines()
-    entry = lines[-1] if lines else ""
-    if not (entry and Path(entry).is_file()):
-        pytest.fail(f"scripts/peers-npm printed no usable entry path: {result.stdout!r}\n{result.stderr}", pytrace=False)
-    return [node, entry]
+    return [node, npm_entry("everything")]
 
 
 @pytest.fixture

@@ -329,8 +329,11 @@ def test_hostile_frames_get_at_most_one_answer_and_never_crash_or_stall(demo: Se
         # Not a usable request: the answer is an error with a null id.
         assert len(before) == 1 and "error" in before[0] and before[0]["id"] is None, before
     if name.startswith(("10000-digit-argument", "10000-digit-float", "huge-exponent")):
-        # The frame cannot be answered as a successful addition.
-        assert len(before) == 1 and ("error" in before[0] or before[0]["result"]["isError"]), before
+        # The frame cannot be answered as a successful addition. It runs on a worker, so the ping
+        # (which does not wait for it) may be answered first; a second answer would be left over
+        # for the next test, which the fixture refuses.
+        answer = before[0] if before else demo.response("num")
+        assert "error" in answer or answer["result"]["isError"], answer
     assert not has_traceback(demo.stderr_since_mark())
 
 

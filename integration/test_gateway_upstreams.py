@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import sys
 import time
@@ -35,38 +34,8 @@ from wire import ServerProcess, base_env, children_of, is_notification, legacy_i
 
 pytestmark = pytest.mark.timeout(120)
 
-PEERS_NPM_TIMEOUT = 100.0  # below the test timeout; the script's own npm timeout below that
-NPM_INSTALL_TIMEOUT = 90
 LONG = 20.0
 TOOLS_CHANGED = "notifications/tools/list_changed"
-
-
-# -- the peers --------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail("node is not on the PATH; the npm peers need Node.js >= 18", pytrace=False)
-    return found
-
-
-@pytest.fixture(scope="session")
-def npm_entry(bounded: Any, repo_root: Path) -> Callable[[str], str]:
-    """`npm_entry("filesystem")`: the entry script of that pinned server (installed once)."""
-    env = {**os.environ, "PEERS_NPM_TIMEOUT": str(NPM_INSTALL_TIMEOUT)}
-
-    def entry(server: str) -> str:
-        result = bounded([str(repo_root / "scripts" / "peers-npm"), server], timeout=PEERS_NPM_TIMEOUT, cwd=repo_root, env=env)
-        if result.returncode != 0:
-            pytest.fail(f"scripts/peers-npm {server} failed with exit status {result.returncode}\n{result.stderr}", pytrace=False)
-        lines = result.stdout.strip().splitlines()
-        path = lines[-1] if lines else ""
-        if not (path and Path(path).is_file()):
-            pytest.fail(f"scripts/peers-npm {server} printed no usable entry path: {result.stdout!r}", pytrace=False)
-        return path
-
-    return entry
 
 
 # -- processes and groups ---------------------------------------------------------------------------

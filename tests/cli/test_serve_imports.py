@@ -18,14 +18,9 @@ from pathlib import Path
 import pytest
 
 from .._timeouts import LONG
+from ._serving import initialize_line, serve_env
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "imports", "version": "0"}},
-}
+INITIALIZE = initialize_line("imports")
 # Needed by some requests only (a tools/call to check arguments against a schema), or by some
 # command lines only: --upstream/--config, --http, a client command.
 ONLY_WHEN_ASKED = (
@@ -44,8 +39,7 @@ ONLY_WHEN_ASKED = (
 
 def _imported_while_serving(*args: str, cwd: Path) -> set[str]:
     """The modules a `mcpsync serve ARGS` child imports while it answers `initialize` and exits."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env = serve_env()
     proc = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "mcpsync", "serve", *args],
         stdin=subprocess.PIPE,
@@ -55,7 +49,7 @@ def _imported_while_serving(*args: str, cwd: Path) -> set[str]:
         cwd=cwd,
     )
     try:
-        out, err = proc.communicate(json.dumps(INITIALIZE).encode() + b"\n", timeout=LONG)
+        out, err = proc.communicate(INITIALIZE, timeout=LONG)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -23,20 +23,9 @@ from typing import Iterator
 import pytest
 
 from .._timeouts import LONG
+from ._serving import initialize_line, serve_env
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tty", "version": "0"}},
-}
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    return env
+INITIALIZE = initialize_line("tty")
 
 
 def _take_terminal() -> None:
@@ -74,7 +63,7 @@ def on_terminal() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
         stdin=slave,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=serve_env(),
         start_new_session=True,
         preexec_fn=_take_terminal,
     )
@@ -100,7 +89,7 @@ def test_on_a_terminal_it_says_on_stderr_what_it_waits_for_and_the_key_it_names_
     line = _read_line(proc.stderr.fileno(), LONG).decode()
     assert "MCP" in line and "stdin/stdout" in line and name in line, line
 
-    os.write(terminal, json.dumps(INITIALIZE).encode() + b"\n")  # typed at the terminal, it is served
+    os.write(terminal, INITIALIZE)  # typed at the terminal, it is served
     response = json.loads(_read_line(proc.stdout.fileno(), LONG))
     assert response["id"] == 1 and response["result"]["serverInfo"]["name"] == "mcpsync-demo"
 
@@ -115,10 +104,10 @@ def test_on_a_pipe_it_writes_nothing_to_stderr() -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_env(),
+        env=serve_env(),
     )
     try:
-        out, err = proc.communicate(json.dumps(INITIALIZE).encode() + b"\n", timeout=LONG)
+        out, err = proc.communicate(INITIALIZE, timeout=LONG)
     finally:
         if proc.poll() is None:
             proc.kill()
