@@ -38,6 +38,7 @@ import pytest
 
 from wire import (
     DEFAULT_TIMEOUT,
+
     META_CLIENT_CAPABILITIES,
     REPO_ROOT,
     base_env,
@@ -76,8 +77,8 @@ class Gateway(ServerProcess):
         return self.upstream_mode == "legacy"
 
 
-def start_gateway(tmp_path: Path, mode: str, timeout: float = 30.0) -> Gateway:
-    proc = Gateway(serve_argv("--config", str(write_config(tmp_path, timeout, mode))))
+def start_gateway(tmp_path: Path, mode: str, timeout: float = 30.0, *options: str) -> Gateway:
+    proc = Gateway(serve_argv(*options, "--config", str(write_config(tmp_path, timeout, mode))))
     proc.upstream_mode = mode
     return proc
 
@@ -362,10 +363,14 @@ def test_modern_prompt_and_resource_relay_their_questions(gateway: Gateway) -> N
 
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 def test_a_parked_call_expires_with_its_deadline(tmp_path: Path, mode: str) -> None:
-    with start_gateway(tmp_path, mode, timeout=3.0) as proc:
+    with start_gateway(tmp_path, mode, 1.0, "--log-level", "info") as proc:
         client = Modern(proc)
         _, state = input_required(client.call("ask_name"))
-        time.sleep(3.0 + 2.5)  # past the call's deadline, and a tick of the supervisor's sweep
+        # The supervisor's sweep (once a second) forgets the call past its deadline and says so.
+        deadline = time.monotonic() + DEFAULT_TIMEOUT
+        while "parked call(s) the client did not retry" not in proc.stderr_text():
+            assert time.monotonic() < deadline, f"the parked call was not expired within {DEFAULT_TIMEOUT}s\n{proc.stderr_tail()}"
+            time.sleep(0.05)  # polling the child's stderr file: nothing signals a write to it
         stale = client.call("ask_name", inputResponses={"elicitation-1": ADA}, requestState=state)
         assert stale["error"]["code"] == -32602 and stale["error"]["data"]["reason"] == "unknown_upstream_call", stale
         client2 = Modern(proc)  # the upstream still serves: a new call works

@@ -609,6 +609,8 @@ class Relay:
             if call.final is None:
                 call.cancel("the client did not retry in time")
             self._abandon(call, "the client did not retry in time")
+        if overdue:
+            log.info("upstream %r: forgot %d parked call(s) the client did not retry within its timeout", self.upstream, len(overdue))
         return len(overdue)
 
     def close(self) -> None:
