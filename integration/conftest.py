@@ -11,9 +11,10 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -26,6 +27,7 @@ PEERS_VENV_TIMEOUT = 100.0
 # before the fixture gives up.
 PEERS_NPM_TIMEOUT = 100.0
 NPM_INSTALL_TIMEOUT = 90
+THREAD_JOIN_TIMEOUT = 20.0  # how long a test's threads get to stop once it ended
 
 
 @dataclass(frozen=True)
@@ -132,3 +134,31 @@ def npm_entry() -> Callable[[str], str]:
         return path
 
     return entry
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_mcpsync_threads() -> Iterator[None]:
+    """The guard of tests/conftest.py, for mcpsync's own threads (all named ``mcpsync-...``): an
+    in-process client, server or gateway a test started must have stopped every thread it owns
+    when the test ends, and no thread may die with an exception. The harness's own threads (the
+    readers of ``wire.ServerProcess``) belong to fixtures that may outlive a test, so they are not
+    counted here; those fixtures stop them."""
+    before = set(threading.enumerate())
+    failures: list[str] = []
+    previous_hook = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        failures.append(f"{args.thread.name if args.thread else '?'}: {args.exc_type.__name__}: {args.exc_value}")
+        previous_hook(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous_hook
+    started = [t for t in threading.enumerate() if t not in before and t.name.startswith("mcpsync")]
+    for thread in started:
+        thread.join(THREAD_JOIN_TIMEOUT)
+    survivors = [t.name for t in started if t.is_alive()]
+    assert not survivors, f"mcpsync threads left running: {survivors}"
+    assert not failures, f"threads died with exceptions: {failures}"
