@@ -6,88 +6,102 @@ resources on it, and serve it over stdio (both protocol eras on one connection).
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
+from .catalog.content import Audio as Audio
+from .catalog.content import Image as Image
+from .catalog.content import ResourceNotFound as ResourceNotFound
+from .catalog.content import ToolError as ToolError
+from .catalog.content import ToolResult as ToolResult
+from .catalog.context import AskCancelled as AskCancelled
+from .catalog.context import AskTimeout as AskTimeout
+from .catalog.context import ClientRefused as ClientRefused
+from .catalog.context import Context as Context
+from .catalog.questions import InputRequired as InputRequired
+from .catalog.questions import Question as Question
+from .catalog.service import Prompt as Prompt
+from .catalog.service import Resource as Resource
+from .catalog.service import ResourceTemplate as ResourceTemplate
+from .catalog.service import Service as Service
+from .catalog.service import Tool as Tool
+from .engine.interceptors import Call as Call
+from .engine.interceptors import Interceptor as Interceptor
+from .engine.interceptors import ToolCall as ToolCall
+from .errors import CallTimeout as CallTimeout
+from .errors import ConnectionLost as ConnectionLost
+from .errors import InputRoundsExceeded as InputRoundsExceeded
+from .errors import McpsyncError as McpsyncError
+from .errors import MissingCallback as MissingCallback
+from .errors import ProtocolViolation as ProtocolViolation
+from .errors import SessionClosed as SessionClosed
+from .protocol.jsonrpc import ErrorCode as ErrorCode
+from .protocol.jsonrpc import McpError as McpError
+from .protocol.versions import Era as Era
+from .server import Server as Server
 
-from .catalog.content import Audio as Audio  # noqa: E402
-from .errors import CallTimeout as CallTimeout  # noqa: E402
-from .errors import ConnectionLost as ConnectionLost  # noqa: E402
-from .errors import InputRoundsExceeded as InputRoundsExceeded  # noqa: E402
-from .errors import McpsyncError as McpsyncError  # noqa: E402
-from .errors import MissingCallback as MissingCallback  # noqa: E402
-from .errors import ProtocolViolation as ProtocolViolation  # noqa: E402
-from .errors import SessionClosed as SessionClosed  # noqa: E402
-from .catalog.content import Image as Image  # noqa: E402
-from .catalog.content import ResourceNotFound as ResourceNotFound  # noqa: E402
-from .catalog.content import ToolError as ToolError  # noqa: E402
-from .catalog.content import ToolResult as ToolResult  # noqa: E402
-from .catalog.context import AskCancelled as AskCancelled  # noqa: E402
-from .catalog.context import AskTimeout as AskTimeout  # noqa: E402
-from .catalog.context import ClientRefused as ClientRefused  # noqa: E402
-from .catalog.context import Context as Context  # noqa: E402
-from .catalog.questions import InputRequired as InputRequired  # noqa: E402
-from .catalog.questions import Question as Question  # noqa: E402
-from .catalog.service import Prompt as Prompt  # noqa: E402
-from .catalog.service import Resource as Resource  # noqa: E402
-from .catalog.service import ResourceTemplate as ResourceTemplate  # noqa: E402
-from .catalog.service import Service as Service  # noqa: E402
-from .catalog.service import Tool as Tool  # noqa: E402
-from .engine.interceptors import Call as Call  # noqa: E402
-from .engine.interceptors import Interceptor as Interceptor  # noqa: E402
-from .engine.interceptors import ToolCall as ToolCall  # noqa: E402
-from .protocol.jsonrpc import ErrorCode as ErrorCode  # noqa: E402
-from .protocol.versions import Era as Era  # noqa: E402
-from .protocol.jsonrpc import McpError as McpError  # noqa: E402
-from .server import Server as Server  # noqa: E402
+if TYPE_CHECKING:  # the names below are imported on first use (see __getattr__); checkers see them here
+    from .client import ClientSession as ClientSession
+    from .client import ListChanged as ListChanged
+    from .client import ResourceUpdated as ResourceUpdated
+    from .client import connect as connect
 
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 
-_CLIENT_NAMES = frozenset({"ClientSession", "ListChanged", "ResourceUpdated", "connect"})
+# The client (subprocess, queues) loads when a program first names it, so `mcpsync serve` starts
+# without it.
+_LAZY_MODULES = {
+    "ClientSession": "client",
+    "ListChanged": "client",
+    "ResourceUpdated": "client",
+    "connect": "client",
+}
 
+if not TYPE_CHECKING:  # hidden from checkers, so a misspelt `mcpsync.name` is an error there, not `object`
 
-def __getattr__(name: str) -> object:
-    # The client (subprocess, queues) is imported on first use, so `mcpsync serve` starts faster.
-    if name in _CLIENT_NAMES:
-        from . import client
+    def __getattr__(name: str) -> object:
+        module = _LAZY_MODULES.get(name)
+        if module is None:
+            raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
+        return getattr(importlib.import_module(f".{module}", __name__), name)
 
-        return getattr(client, name)
-    raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
 
 __all__ = [
+    "AskCancelled",
+    "AskTimeout",
     "Audio",
     "Call",
     "CallTimeout",
+    "ClientRefused",
     "ClientSession",
     "ConnectionLost",
-    "ListChanged",
-    "McpsyncError",
-    "MissingCallback",
-    "InputRoundsExceeded",
-    "ProtocolViolation",
-    "ResourceUpdated",
-    "SessionClosed",
-    "connect",
-    "AskCancelled",
-    "AskTimeout",
-    "ClientRefused",
     "Context",
     "Era",
     "ErrorCode",
     "Image",
     "InputRequired",
+    "InputRoundsExceeded",
     "Interceptor",
+    "ListChanged",
     "McpError",
+    "McpsyncError",
+    "MissingCallback",
     "Prompt",
+    "ProtocolViolation",
     "Question",
     "Resource",
     "ResourceNotFound",
     "ResourceTemplate",
+    "ResourceUpdated",
     "Server",
     "Service",
+    "SessionClosed",
     "Tool",
     "ToolCall",
     "ToolError",
     "ToolResult",
     "__version__",
+    "connect",
 ]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:

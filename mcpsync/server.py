@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from . import __version__
+from ._version import __version__
 from .catalog.catalog import Catalog
 from .catalog.service import Service, Tool
 from .engine.engine import Engine

@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from .._futures import OneShot
-from .. import __version__
+from .._version import __version__
 from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
