@@ -30,6 +30,7 @@ from .catalog.service import Tool as Tool
 from .engine.interceptors import Call as Call
 from .engine.interceptors import Interceptor as Interceptor
 from .engine.interceptors import ToolCall as ToolCall
+from .errors import CallCancelled as CallCancelled
 from .errors import CallTimeout as CallTimeout
 from .errors import ConnectionLost as ConnectionLost
 from .errors import InputRoundsExceeded as InputRoundsExceeded
@@ -73,6 +74,7 @@ __all__ = [
     "AskTimeout",
     "Audio",
     "Call",
+    "CallCancelled",
     "CallTimeout",
     "ClientRefused",
     "ClientSession",

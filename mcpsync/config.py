@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import McpsyncError
+
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
 _UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport"}
 MODES = ("auto", "legacy", "modern")
 
 
-class ConfigError(ValueError):
+class ConfigError(McpsyncError, ValueError):
     """The configuration file is unreadable or says something mcpsync cannot do."""
 
 

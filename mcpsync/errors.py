@@ -1,15 +1,24 @@
 """mcpsync's exceptions: one root, and builtin bases where a builtin `except` should catch them too.
 
-Strategy: `McpError` (protocol/jsonrpc.py) is a JSON-RPC error, whichever side raised it: the server
-answers it to the client, and the client raises it when the server answered one. The rest are the
-client's local failures.
+Strategy: everything mcpsync raises on purpose is a `McpsyncError`, so `except McpsyncError`
+catches it all. One branch of it, `McpError` (protocol/jsonrpc.py), is a JSON-RPC error with a
+code that travels on the wire: the server answers it to the client, and the client raises it when
+the server answered one, so it means "the peer said so". The classes here are this side's own
+findings (a deadline, a lost connection, a local cancel), which no peer ever sent. The rest of the
+family lives beside the code that raises it, each keeping the builtin base an `except` may already
+name: `ToolError` and `ResourceNotFound` (a LookupError) in catalog/content.py, `ConfigError` (a
+ValueError) in config.py, `TargetError` in loader.py, `EncodeError` (a ValueError) in
+protocol/jsonrpc.py.
 """
 
 from __future__ import annotations
 
 
 class McpsyncError(Exception):
-    """The root of every exception mcpsync raises on purpose."""
+    """The root of every exception mcpsync raises on purpose: catch it for any failure of mcpsync's.
+
+    `McpError` is the branch the peer sent (or is to be sent): it carries a JSON-RPC code. The
+    other subclasses happened on this side and never crossed the wire."""
 
 
 class CallTimeout(McpsyncError, TimeoutError):
@@ -23,6 +32,11 @@ class ConnectionLost(McpsyncError):
 
 class ProtocolViolation(McpsyncError):
     """The server broke the protocol (an unusable handshake, a malformed result)."""
+
+
+class CallCancelled(McpsyncError):
+    """This side withdrew the call (`PendingCall.cancel()`): the server was told to stop, and no
+    answer will come. Not an `McpError`, since the server said nothing; a retry is a new call."""
 
 
 class SessionClosed(McpsyncError, RuntimeError):

@@ -16,12 +16,13 @@ from types import ModuleType
 from typing import Union
 
 from .catalog.service import Service
+from .errors import McpsyncError
 from .server import Server
 
 Servable = Union[Server, Service]
 
 
-class TargetError(Exception):
+class TargetError(McpsyncError):
     """The command-line target could not be loaded or is not a Server or Service."""
 
 

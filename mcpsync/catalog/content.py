@@ -13,6 +13,8 @@ from typing import Any
 
 import ujson
 
+from ..errors import McpsyncError
+
 CONTENT_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
 
 _IMAGE_MAGIC = (
@@ -55,12 +57,12 @@ class ToolResult:
     is_error: bool = False
 
 
-class ToolError(Exception):
+class ToolError(McpsyncError):
     """Raise from a tool to report a failure the model should see: becomes `isError: true` with
     this message, and no traceback is logged."""
 
 
-class ResourceNotFound(LookupError):
+class ResourceNotFound(McpsyncError, LookupError):
     """Raise from a resource function when the URI names nothing: the client gets its era's
     resource-not-found error (-32002 in the handshake era, -32602 with data.uri in 2026-07-28).
     A `FileNotFoundError` is answered the same way."""

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .._futures import OneShot
 from .._version import __version__
-from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
+from ..errors import CallCancelled, CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
 from ..protocol.versions import (
@@ -805,8 +805,9 @@ class PendingCall(OneShot):
         self._withdraw(f"timed out after {limit} s", CallTimeout(f"{self.method} got no answer within {limit} s"), tell=self.method != "initialize")
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once."""
-        self._withdraw(reason, McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+        """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once, with
+        `CallCancelled`: this side's decision, not an error the server answered."""
+        self._withdraw(reason, CallCancelled(f"{self.method} was cancelled: {reason}"))
 
     def _withdraw(self, reason: str, error: BaseException, tell: bool = True) -> None:
         """End the call with `error`; the server hears `reason` if the request is (being) sent."""

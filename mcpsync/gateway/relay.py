@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from .._futures import OneShot, settle
-from ..errors import CallTimeout, McpsyncError
+from ..errors import CallCancelled, CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
 from ..catalog.context import Context
@@ -356,6 +356,8 @@ class Relay:
             self._end(call, outlet, result, error)
 
     def _end(self, call: UpstreamCall, outlet: ForwardedCall, result: Any, error: BaseException | None) -> None:
+        if isinstance(error, CallCancelled):  # withdrawn by the gateway (its client cancelled, or it shuts down), not failed upstream
+            error = McpError(ErrorCode.INTERNAL_ERROR, str(error))
         if error is not None:
             outlet.settle(error=self._failure(error))
         elif not isinstance(result, dict):
@@ -440,7 +442,7 @@ class Relay:
                 return
             call.round = None
         if call.cancelled is not None:
-            self._finish(call, None, McpError(ErrorCode.INTERNAL_ERROR, f"{call.method} was cancelled: {call.cancelled}"))
+            self._finish(call, None, CallCancelled(f"{call.method} was cancelled: {call.cancelled}"))
             return
         for waiting in waiting_round.questions:
             failed = waiting.answer.exception()

@@ -44,6 +44,10 @@ class McpError(McpsyncError):
     On the server side it is raised when the *peer* got something wrong (or when a handler wants the
     client to see a specific error); the engine answers it. On the client side it is what a call
     raises when the server answered with an error.
+
+    So an McpError means "the peer said so". Its root, `McpsyncError`, also covers what this side
+    found on its own and no peer sent (`CallTimeout`, `ConnectionLost`, `CallCancelled`, ...):
+    catch McpError for the server's refusals, McpsyncError for any failure mcpsync raises.
     """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -187,7 +191,7 @@ def _decode_response(obj: dict[str, Any], msg_id: object) -> Message:
     return Response(msg_id, obj.get("result"), error)
 
 
-class EncodeError(ValueError):
+class EncodeError(McpsyncError, ValueError):
     """A value that JSON cannot carry (NaN, an infinity, an unknown type) was about to be sent."""
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync import CallTimeout, ConnectionLost, McpError, McpsyncError, ProtocolViolation, SessionClosed
+from mcpsync import CallCancelled, CallTimeout, ConnectionLost, McpError, McpsyncError, ProtocolViolation, SessionClosed
 from mcpsync.client import ClientSession, StdioConnection
 from mcpsync.protocol.versions import Era
 
@@ -364,9 +364,21 @@ def test_a_prepared_call_cancelled_before_it_is_sent_never_reaches_the_server(op
     call = session.prepare_request("tools/call", {"name": "echo", "arguments": {"text": "never"}})
     call.cancel("changed my mind")
     call.send()
-    with pytest.raises(McpError, match="changed my mind"):
+    with pytest.raises(CallCancelled, match="changed my mind"):
         call.result(0)
     assert "tools/call" not in methods(session) and "notifications/cancelled" not in methods(session)
+
+
+def test_a_call_cancelled_here_fails_with_call_cancelled_not_an_error_the_server_sent(open_fake) -> None:
+    """The server said nothing: the caller can tell its own cancel from an McpError answer."""
+    session = open_fake()
+    call = session.start_request("tools/call", {"name": "hang"})
+    call.cancel("changed my mind")
+    with pytest.raises(CallCancelled, match="^tools/call was cancelled: changed my mind$") as raised:
+        call.result(0)
+    assert isinstance(raised.value, McpsyncError) and not isinstance(raised.value, McpError)
+    (cancel,) = received(session, "notifications/cancelled")
+    assert cancel["params"]["requestId"] == call.id and cancel["params"]["reason"] == "changed my mind"
 
 
 def test_a_cancel_that_comes_while_the_request_is_being_written_reaches_the_server_after_it(open_fake, monkeypatch) -> None:
@@ -390,7 +402,7 @@ def test_a_cancel_that_comes_while_the_request_is_being_written_reaches_the_serv
     call.cancel("changed my mind")  # the request is half-way out
     release.set()
     sender.join(LONG)
-    with pytest.raises(McpError, match="changed my mind"):
+    with pytest.raises(CallCancelled, match="changed my mind"):
         call.result(0)
     wire = [m for m in received(session) if m.get("method") in ("tools/call", "notifications/cancelled")]
     assert [m["method"] for m in wire] == ["tools/call", "notifications/cancelled"]

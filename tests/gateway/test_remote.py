@@ -23,7 +23,7 @@ from mcpsync.catalog.catalog import KINDS, Catalog
 from mcpsync.catalog.context import Context
 from mcpsync.gateway.remote import RemoteOptions, RemoteSource, RemoteTool
 from mcpsync.catalog.service import Prompt, Resource, Service, Tool
-from mcpsync.errors import CallTimeout, ConnectionLost, McpsyncError
+from mcpsync.errors import CallCancelled, CallTimeout, ConnectionLost, McpsyncError
 from mcpsync.protocol.jsonrpc import ErrorCode, McpError
 from mcpsync.protocol.versions import Era
 
@@ -65,7 +65,7 @@ class FakePending:
         self.cancelled_with = reason
         self._done.set()
         for callback in self._callbacks:
-            callback(None, McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {reason}"))
+            callback(None, CallCancelled(f"{self.method} was cancelled: {reason}"))
 
     def on_done(self, callback: Callable[[Any, BaseException | None], None]) -> None:
         """Like the client's PendingCall: once sent, at once when the script answers, else at the
@@ -88,7 +88,7 @@ class FakePending:
         if answer is None:  # a call that runs until cancelled
             assert self._done.wait(LONG), "the test never cancelled the call"
         if self.cancelled_with is not None:
-            raise McpError(ErrorCode.INTERNAL_ERROR, f"{self.method} was cancelled: {self.cancelled_with}")
+            raise CallCancelled(f"{self.method} was cancelled: {self.cancelled_with}")
         assert answer is not None
         return answer(self)
 
