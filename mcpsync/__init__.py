@@ -48,16 +48,20 @@ if TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
     from .client import ListChanged as ListChanged
     from .client import ResourceUpdated as ResourceUpdated
     from .client import connect as connect
+    from .transport._http_server import HttpServing as HttpServing
+    from .transport.http import WsgiTransport as WsgiTransport
 
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 
-# The client (subprocess, queues) loads when a program first names it, so `mcpsync serve` starts
-# without it.
+# The client (subprocess, queues) and the HTTP transport (sockets) load when a program first names
+# them, so `mcpsync serve` on stdio starts without them.
 _LAZY_MODULES = {
     "ClientSession": "client",
     "ListChanged": "client",
     "ResourceUpdated": "client",
     "connect": "client",
+    "HttpServing": "transport._http_server",
+    "WsgiTransport": "transport.http",
 }
 
 if not TYPE_CHECKING:  # hidden from checkers, so a misspelt `mcpsync.name` is an error there, not `object`
@@ -82,6 +86,7 @@ __all__ = [
     "Context",
     "Era",
     "ErrorCode",
+    "HttpServing",
     "Image",
     "InputRequired",
     "InputRoundsExceeded",
@@ -104,6 +109,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolResult",
+    "WsgiTransport",
     "__version__",
     "connect",
 ]

@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
 from ._version import __version__
+from .transport._http_options import DEFAULT_KEEPALIVE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_TIMEOUT, DEFAULT_THREADS
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
@@ -96,16 +98,32 @@ def cli() -> None:
     help="HTTP: a browser Origin let in besides local ones (https://app.example.com, or *). Repeatable.",
 )
 @click.option(
-    "--threads", type=click.IntRange(min=2), default=None, help="HTTP: connections at once, a thread each; each open stream holds one.  [default: 64]"
+    "--threads",
+    type=click.IntRange(min=2),
+    default=DEFAULT_THREADS,
+    help=f"HTTP: connections at once, a thread each; each open stream holds one.  [default: {DEFAULT_THREADS}]",
 )
 @click.option(
     "--max-streams", type=click.IntRange(min=1), default=None, help="HTTP: listens and GET streams open at once.  [default: 3/4 of --threads]"
 )
-@click.option("--request-timeout", type=click.FloatRange(min=0.1), default=None, help="HTTP: seconds a request may run.  [default: 300]")
 @click.option(
-    "--session-timeout", type=click.FloatRange(min=1), default=None, help="HTTP: seconds an idle handshake-era session lives.  [default: 1800]"
+    "--request-timeout",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_REQUEST_TIMEOUT,
+    help=f"HTTP: seconds a request may run.  [default: {DEFAULT_REQUEST_TIMEOUT:g}]",
 )
-@click.option("--keepalive", type=click.FloatRange(min=0.05), default=None, help="HTTP: seconds between SSE keep-alive comments.  [default: 15]")
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_SESSION_TIMEOUT,
+    help=f"HTTP: seconds an idle handshake-era session lives.  [default: {DEFAULT_SESSION_TIMEOUT:g}]",
+)
+@click.option(
+    "--keepalive",
+    type=click.FloatRange(min=0.05),
+    default=DEFAULT_KEEPALIVE,
+    help=f"HTTP: seconds between SSE keep-alive comments.  [default: {DEFAULT_KEEPALIVE:g}]",
+)
 def serve(
     target: str | None,
     name: str | None,
@@ -119,11 +137,11 @@ def serve(
     http_path: str,
     allowed_hosts: tuple[str, ...],
     allowed_origins: tuple[str, ...],
-    threads: int | None,
+    threads: int,
     max_streams: int | None,
-    request_timeout: float | None,
-    session_timeout: float | None,
-    keepalive: float | None,
+    request_timeout: float,
+    session_timeout: float,
+    keepalive: float,
 ) -> None:
     """Serve MCP over stdio (or HTTP with --http), both protocol eras.
 
@@ -156,15 +174,23 @@ def serve(
     if http_address is not None:
         host, port = _parse_address(http_address)
         server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
-        options = {
-            "allowed_hosts": allowed_hosts or None,
-            "allowed_origins": allowed_origins or None,
-            "max_streams": max_streams,
-            "request_timeout": request_timeout,
-            "session_timeout": session_timeout,
-            "keepalive": keepalive,
-        }
-        _serve_http(server, host, port, http_path, threads, {k: v for k, v in options.items() if v is not None})
+        _serve_http(
+            server,
+            http_address,
+            lambda on_ready: server.serve_http(
+                host,
+                port,
+                path=http_path,
+                threads=threads,
+                on_ready=on_ready,
+                allowed_hosts=allowed_hosts or None,
+                allowed_origins=allowed_origins or None,
+                max_streams=max_streams,
+                request_timeout=request_timeout,
+                session_timeout=session_timeout,
+                keepalive=keepalive,
+            ),
+        )
         return
     from .server import isolate_stdio
 
@@ -203,16 +229,17 @@ def _parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _serve_http(server, host, port, path, threads, options):  # type: ignore[no-untyped-def]
-    """Serve until SIGTERM or Ctrl-C; the URL goes to stderr first (port 0 picks a free port)."""
+def _serve_http(server: Server, address: str, serve_http: Callable[[Callable[[str], None]], bool]) -> None:
+    """Serve until SIGTERM or Ctrl-C (`serve_http(on_ready)`); the URL goes to stderr first (port 0
+    picks a free port)."""
     def announce(url: str) -> None:
         click.echo(f"mcpsync: serving MCP over HTTP at {url}", err=True)
 
     try:
-        clean = server.serve_http(host, port, path=path, threads=threads, on_ready=announce, **options)
+        clean = serve_http(announce)
     except (OSError, ValueError) as exc:
         server.close(timeout=0)
-        raise click.ClickException(f"cannot serve HTTP on {host}:{port}: {exc}") from exc
+        raise click.ClickException(f"cannot serve HTTP on {address}: {exc}") from exc
     server.close(timeout=0)
     if not clean:
         logging.shutdown()

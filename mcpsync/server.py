@@ -25,6 +25,15 @@ from .engine.interceptors import Interceptor
 from .engine.session import Session
 from .errors import McpsyncError
 from .protocol.versions import Era
+from .transport._http_options import (
+    DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_THREADS,
+    WsgiApp,
+)
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
@@ -310,30 +319,99 @@ class Server:
         return transport
 
     # -- HTTP -----------------------------------------------------------------------------------
-    def wsgi_app(self, path: str = "/mcp", **options: Any) -> "WsgiTransport":
+    def wsgi_app(
+        self,
+        path: str = "/mcp",
+        *,
+        fallback: WsgiApp | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        allowed_origins: Iterable[str] | None = None,
+        max_streams: int = DEFAULT_MAX_STREAMS,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        workers: int | None = None,
+        max_body_bytes: int | None = None,
+        subscription_cap: int | None = None,
+        shutdown_timeout: float | None = None,
+    ) -> WsgiTransport:
         """A WSGI application serving this server's MCP endpoint at `path`, in both eras.
 
         Host it with any WSGI server that streams (cheroot, gunicorn's gthread workers, uWSGI,
         mod_wsgi), or mount it beside another WSGI app (`fallback=flask_app` serves every other
-        path). `options` are those of `WsgiTransport` (allowed_hosts, allowed_origins,
-        request_timeout, keepalive, max_streams, session_timeout, ...); `workers`,
-        `max_body_bytes`, `subscription_cap` and `shutdown_timeout` default to this server's.
-        The app stops with `shutdown()`.
+        path). The keywords are those of `WsgiTransport`; `workers`, `max_body_bytes`,
+        `subscription_cap` and `shutdown_timeout` default (None) to this server's `workers`,
+        `max_frame_bytes`, `subscription_cap` and `shutdown_timeout`. The app stops with
+        `shutdown()`.
         """
-        app = self._http_app(path, options, on_stopped=lambda: self._unregister(app))
+        app = self._http_app(
+            path,
+            lambda: self._unregister(app),
+            fallback=fallback,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            max_streams=max_streams,
+            request_timeout=request_timeout,
+            keepalive=keepalive,
+            session_timeout=session_timeout,
+            max_sessions=max_sessions,
+            workers=workers,
+            max_body_bytes=max_body_bytes,
+            subscription_cap=subscription_cap,
+            shutdown_timeout=shutdown_timeout,
+        )
         with self._lock:
             self._transports.append(app)
         return app
 
     def start_http(
-        self, host: str = "127.0.0.1", port: int = 8000, *, path: str = "/mcp", threads: int | None = None, **options: Any
-    ) -> "HttpServing":
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        path: str = "/mcp",
+        threads: int = DEFAULT_THREADS,
+        fallback: WsgiApp | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        allowed_origins: Iterable[str] | None = None,
+        max_streams: int | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        workers: int | None = None,
+        max_body_bytes: int | None = None,
+        subscription_cap: int | None = None,
+        shutdown_timeout: float | None = None,
+    ) -> HttpServing:
         """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with mcpsync's own
         HTTP/1.1 server, on a background thread, and return at once; `shutdown()` stops it.
-        `threads` is how many connections it serves at once, a thread each (default 64; one more
-        is answered 503); each open stream holds one, so `max_streams` (default three quarters of
-        them) must stay below it. Other options as for `wsgi_app`."""
-        return self._hosted_http(host, port, path, threads, options).start()
+        `threads` is how many connections it serves at once, a thread each (one more is answered
+        503); each open stream holds one, so `max_streams` (default, None: three quarters of
+        them) must stay below it. The other keywords are those of `wsgi_app`."""
+        streams = _streams_within(threads, max_streams)
+        return self._hosted_http(
+            host,
+            port,
+            threads,
+            lambda on_stopped: self._http_app(
+                path,
+                on_stopped,
+                fallback=fallback,
+                allowed_hosts=allowed_hosts,
+                allowed_origins=allowed_origins,
+                max_streams=streams,
+                request_timeout=request_timeout,
+                keepalive=keepalive,
+                session_timeout=session_timeout,
+                max_sessions=max_sessions,
+                workers=workers,
+                max_body_bytes=max_body_bytes,
+                subscription_cap=subscription_cap,
+                shutdown_timeout=shutdown_timeout,
+            ),
+        ).start()
 
     def serve_http(
         self,
@@ -341,14 +419,43 @@ class Server:
         port: int = 8000,
         *,
         path: str = "/mcp",
-        threads: int | None = None,
+        threads: int = DEFAULT_THREADS,
         on_ready: Callable[[str], None] | None = None,
-        **options: Any,
+        fallback: WsgiApp | None = None,
+        allowed_hosts: Iterable[str] | None = None,
+        allowed_origins: Iterable[str] | None = None,
+        max_streams: int | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        workers: int | None = None,
+        max_body_bytes: int | None = None,
+        subscription_cap: int | None = None,
+        shutdown_timeout: float | None = None,
     ) -> bool:
         """Serve HTTP on `host:port` until `shutdown()` (or SIGTERM/SIGINT, when called on the
         main thread); blocks. `on_ready(url)` is called once the port is bound (port 0 picks a
-        free one). Options as for `start_http`. True if every request finished in time."""
-        serving = self._hosted_http(host, port, path, threads, options)
+        free one). The other keywords are those of `start_http`. True if every request finished
+        in time."""
+        serving = self.start_http(
+            host,
+            port,
+            path=path,
+            threads=threads,
+            fallback=fallback,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            max_streams=max_streams,
+            request_timeout=request_timeout,
+            keepalive=keepalive,
+            session_timeout=session_timeout,
+            max_sessions=max_sessions,
+            workers=workers,
+            max_body_bytes=max_body_bytes,
+            subscription_cap=subscription_cap,
+            shutdown_timeout=shutdown_timeout,
+        )
         with _graceful_signals(serving, on_signal=lambda: self._upstreams_shutting_down(True)):
             if on_ready is not None:
                 on_ready(serving.url)
@@ -357,15 +464,12 @@ class Server:
             finally:
                 self._upstreams_shutting_down(False)
 
-    def _hosted_http(self, host: str, port: int, path: str, threads: int | None, options: dict[str, Any]) -> "HttpServing":
-        from .transport._http_server import DEFAULT_THREADS, HttpServing
+    def _hosted_http(self, host: str, port: int, threads: int, make_app: Callable[[Callable[[], None]], WsgiTransport]) -> HttpServing:
+        """mcpsync's HTTP server (not started) for the app `make_app(on_stopped)` returns."""
+        from .transport._http_server import HttpServing
 
-        threads = threads or DEFAULT_THREADS
-        options.setdefault("max_streams", max(1, threads * 3 // 4))
-        if options["max_streams"] >= threads:
-            raise ValueError("max_streams must be below threads: each open stream holds a thread")
         serving: HttpServing | None = None
-        app = self._http_app(path, options, on_stopped=lambda: self._unregister(serving))
+        app = make_app(lambda: self._unregister(serving))
         try:
             serving = HttpServing(app, host, port, threads=threads)
         except BaseException:
@@ -380,16 +484,44 @@ class Server:
             if transport in self._transports:
                 self._transports.remove(transport)
 
-    def _http_app(self, path: str, options: dict[str, Any], on_stopped: Callable[[], None] | None = None) -> "WsgiTransport":
+    def _http_app(
+        self,
+        path: str,
+        on_stopped: Callable[[], None],
+        *,
+        fallback: WsgiApp | None,
+        allowed_hosts: Iterable[str] | None,
+        allowed_origins: Iterable[str] | None,
+        max_streams: int,
+        request_timeout: float,
+        keepalive: float,
+        session_timeout: float,
+        max_sessions: int,
+        workers: int | None,
+        max_body_bytes: int | None,
+        subscription_cap: int | None,
+        shutdown_timeout: float | None,
+    ) -> WsgiTransport:
+        """The one place a `WsgiTransport` is made: what was not given is this server's."""
         from .transport.http import WsgiTransport
 
-        defaults = {
-            "workers": self.workers,
-            "max_body_bytes": self.max_frame_bytes,
-            "subscription_cap": self.subscription_cap,
-            "shutdown_timeout": self.shutdown_timeout,
-        }
-        return WsgiTransport(self.engine, path=path, on_stopped=on_stopped, **{**defaults, **options})
+        return WsgiTransport(
+            self.engine,
+            path=path,
+            fallback=fallback,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            max_body_bytes=self.max_frame_bytes if max_body_bytes is None else max_body_bytes,
+            request_timeout=request_timeout,
+            keepalive=keepalive,
+            max_streams=max_streams,
+            subscription_cap=self.subscription_cap if subscription_cap is None else subscription_cap,
+            session_timeout=session_timeout,
+            max_sessions=max_sessions,
+            workers=self.workers if workers is None else workers,
+            shutdown_timeout=self.shutdown_timeout if shutdown_timeout is None else shutdown_timeout,
+            on_stopped=on_stopped,
+        )
 
     def wait(self, timeout: float) -> bool:
         """Wait until every transport serving now has stopped (end of input or shutdown)."""
@@ -456,6 +588,15 @@ class StdioWire:
         os.dup2(self.wire_out, 1)
         os.close(self.wire_in)
         os.close(self.wire_out)
+
+
+def _streams_within(threads: int, max_streams: int | None) -> int:
+    """`max_streams` for mcpsync's HTTP server of `threads` connections (None: three quarters of
+    them), which must stay below it: each open stream holds a connection, and so its thread."""
+    streams = max(1, threads * 3 // 4) if max_streams is None else max_streams
+    if streams >= threads:
+        raise ValueError("max_streams must be below threads: each open stream holds a thread")
+    return streams
 
 
 def _declares_roots(session: Session) -> bool:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import IO, Any, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
 
+from ._input_required import MAX_INPUT_ROUNDS
 from .listen import ListChanged as ListChanged
 from .listen import Listener as Listener
 from .listen import ResourceUpdated as ResourceUpdated
+from .session import DEFAULT_TIMEOUT, Handler
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
 
@@ -16,30 +19,57 @@ def connect(
     target: Sequence[str] | str,
     *,
     mode: str = "auto",
-    timeout: float = 30.0,
+    timeout: float = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     stderr: IO[Any] | int | None = None,
-    **session_options: Any,
+    headers: Mapping[str, str] | None = None,
+    client_info: Mapping[str, Any] | None = None,
+    roots: Handler | None = None,
+    sampling: Handler | None = None,
+    elicitation: Handler | None = None,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+    on_change: Callable[[str, dict[str, Any]], None] | None = None,
+    on_lost: Callable[[Exception], None] | None = None,
+    log_level: str | None = None,
+    max_input_rounds: int = MAX_INPUT_ROUNDS,
+    elicitation_modes: Sequence[str] = ("form",),
+    roots_list_changed: bool = False,
 ) -> ClientSession:
     """Open a session with an MCP server and agree on a protocol era.
 
     Args:
         target: a command as a list (`["python", "server.py"]`), started as a child process, or
-            the http(s) URL of a Streamable HTTP endpoint (pass `headers=` for it).
+            the http(s) URL of a Streamable HTTP endpoint.
         mode: "auto" (probe 2026-07-28, fall back to the handshake era), "legacy" or "modern".
         timeout: the default deadline of every call, in seconds.
         env, cwd, stderr: for the child process (env adds to this process's environment).
-        session_options: callbacks and settings of `ClientSession` (roots, sampling,
-            elicitation, on_log, client_info).
+        headers: for the HTTP endpoint, sent with every request (e.g. Authorization).
+        client_info, roots, sampling, elicitation, on_log, on_change, on_lost, log_level,
+            max_input_rounds, elicitation_modes, roots_list_changed: as for `ClientSession`.
 
     Use it as a context manager, so the child is always stopped::
 
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
-    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=session_options.pop("headers", None), timeout=timeout)
-    return ClientSession(connection, mode=mode, timeout=timeout, **session_options).open()
+    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=headers, timeout=timeout)
+    return ClientSession(
+        connection,
+        mode=mode,
+        timeout=timeout,
+        client_info=client_info,
+        roots=roots,
+        sampling=sampling,
+        elicitation=elicitation,
+        on_log=on_log,
+        on_change=on_change,
+        on_lost=on_lost,
+        log_level=log_level,
+        max_input_rounds=max_input_rounds,
+        elicitation_modes=elicitation_modes,
+        roots_list_changed=roots_list_changed,
+    ).open()
 
 
 def connection_for(

@@ -16,12 +16,12 @@ import select
 import threading
 from typing import Any
 
+from ._http_options import DEFAULT_THREADS
 from ._wsgi_server import DEFAULT_TIMEOUT, WsgiServer
 from .http import WsgiTransport
 
 log = logging.getLogger("mcpsync")
 
-DEFAULT_THREADS = 64
 SOCKET_TIMEOUT = DEFAULT_TIMEOUT
 """Seconds a read from, or a write to, a silent client may block before the connection is dropped."""
 

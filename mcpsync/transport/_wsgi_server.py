@@ -50,6 +50,8 @@ import time
 from typing import Any, Callable, Iterable
 from urllib.parse import unquote_to_bytes, urlsplit
 
+from ._http_options import WsgiApp
+
 log = logging.getLogger("mcpsync")
 
 DEFAULT_TIMEOUT = 10.0
@@ -65,8 +67,6 @@ RESPOND_NOW = "mcpsync.respond_now"
 """The environ key of `_Response.respond_now`: (status, headers, body) -> whether it was written."""
 LATE_JOIN = 1.0
 """Seconds `stop()` still waits for the threads of the connections it had to cut, all together."""
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _REASONS = {400: "Bad Request", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",

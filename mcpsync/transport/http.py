@@ -70,6 +70,14 @@ from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Reque
 from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
 from ._http_headers import check_routing_headers
+from ._http_options import (
+    DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+    WsgiApp,
+)
 from ._http_rules import (
     accepts,
     error_status,
@@ -92,14 +100,8 @@ log = logging.getLogger("mcpsync")
 
 HTTP = TransportInfo("http", supports_subscriptions=True, handshake_push=True)
 
-DEFAULT_KEEPALIVE = 15.0
-DEFAULT_REQUEST_TIMEOUT = 300.0
-DEFAULT_MAX_STREAMS = 256
-DEFAULT_SESSION_TIMEOUT = 1800.0
-DEFAULT_MAX_SESSIONS = 1024
 CHANNEL_CAPACITY = 256
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
 
 

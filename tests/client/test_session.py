@@ -161,6 +161,11 @@ def test_a_bad_mode_is_rejected_before_anything_starts() -> None:
         mcpsync.connect(command(), mode="newest")
 
 
+def test_an_unknown_keyword_is_a_type_error_naming_it_before_anything_starts() -> None:
+    with pytest.raises(TypeError, match="nonsense_option"):
+        mcpsync.connect(["/nonexistent/mcp-server"], nonsense_option=1)  # type: ignore[call-arg]
+
+
 def test_a_target_must_be_a_command_list() -> None:
     with pytest.raises(TypeError, match="list"):
         mcpsync.connect("python server.py")

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+import mcpsync
 from mcpsync import Context, Server, Service, Tool
 
 from .._timeouts import LONG
@@ -136,3 +137,16 @@ def test_server_is_a_context_manager_that_shuts_down() -> None:
         client.initialize()
     assert server.wait(0)
     client.finish()
+
+
+@pytest.mark.parametrize("method", ["wsgi_app", "start_http", "serve_http"])
+def test_the_http_methods_reject_an_unknown_keyword_naming_it(method: str) -> None:
+    with Server("api") as server, pytest.raises(TypeError, match="nonsense_option"):
+        getattr(server, method)(nonsense_option=1)
+
+
+def test_the_http_methods_return_the_types_the_package_exports() -> None:
+    with Server("api") as server:
+        assert isinstance(server.wsgi_app(keepalive=LONG), mcpsync.WsgiTransport)
+        serving = server.start_http("127.0.0.1", 0, threads=4, max_streams=2)
+        assert isinstance(serving, mcpsync.HttpServing) and serving.app.path == "/mcp"

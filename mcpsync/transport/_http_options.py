@@ -1,0 +1,23 @@
+"""The HTTP transport's defaults and the WSGI application type, in a module that imports nothing.
+
+Strategy: `Server.wsgi_app/start_http/serve_http` and the `mcpsync serve` options name these in
+their signatures and help, and importing them must not load the transport itself (sockets,
+threads): a stdio server never does. The transport takes its defaults from here too, so each value
+is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+DEFAULT_KEEPALIVE = 15.0
+DEFAULT_REQUEST_TIMEOUT = 300.0
+DEFAULT_MAX_STREAMS = 256
+DEFAULT_SESSION_TIMEOUT = 1800.0
+DEFAULT_MAX_SESSIONS = 1024
+DEFAULT_THREADS = 64
+"""Connections mcpsync's own HTTP server serves at once, a thread each."""
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+"""A WSGI application (PEP 3333): called with the environ and `start_response`."""
