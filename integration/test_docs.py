@@ -43,6 +43,7 @@ from tests._timeouts import LONG
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCS = REPO_ROOT / "docs"
 EXAMPLES = DOCS / "examples"
+README = REPO_ROOT / "README.rst"
 SHOWN_PORT = "127.0.0.1:8000"
 
 # A session whose lines may come in any order: notes.console pipes three requests into a server that
@@ -139,6 +140,19 @@ def test_no_page_shows_code_that_is_not_a_tested_file() -> None:
                 problems.append(f"{where}: a '{language}' code block; make it a file in docs/examples")
             elif language in {"sh", "shell", "bash"} and PROMPT.search(body):
                 problems.append(f"{where}: a shell session with output; make it a .console file:\n{body}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_readme_shows_only_tested_examples() -> None:
+    """GitHub renders README.rst without Sphinx, so it cannot literalinclude: each of its code blocks,
+    but the shell one-liners, must be a copy of a file in docs/examples, which the tests run."""
+    files = {path.read_text().rstrip("\n"): path.name for path in _example_files()}
+    problems = []
+    for language, body in _code_blocks(README.read_text()):
+        if language in {"sh", "shell", "bash"} and not PROMPT.search(body):
+            continue
+        if body.rstrip("\n") not in files:
+            problems.append(f"a '{language}' block that is no file of docs/examples:\n{body}")
     assert not problems, "\n".join(problems)
 
 
