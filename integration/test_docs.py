@@ -156,6 +156,20 @@ def test_the_readme_shows_only_tested_examples() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_the_api_reference_documents_every_exported_name() -> None:
+    """A name added to mcpsync.__all__ (or to mcpsync.client) must get its entry in docs/api.rst."""
+    import mcpsync
+    import mcpsync.client
+
+    documented = set(re.findall(r"^\.\. (?:auto\w+|data|function|class)::\s*([\w.]+)", (DOCS / "api.rst").read_text(), re.MULTILINE))
+    exported = {f"mcpsync.{name}" for name in mcpsync.__all__}
+    client = {name for name, value in vars(mcpsync.client).items()
+              if not name.startswith("_") and getattr(value, "__module__", "").startswith("mcpsync.client")}
+    missing = sorted(exported - documented)
+    missing += sorted(name for name in client if f"mcpsync.{name}" not in documented and f"mcpsync.client.{name}" not in documented)
+    assert not missing, f"exported but not in docs/api.rst: {missing}"
+
+
 def _without_code_blocks(text: str) -> str:
     """``text`` with the bodies of its code blocks blanked (a page may show a directive as code)."""
     lines = text.split("\n")

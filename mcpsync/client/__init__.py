@@ -45,8 +45,10 @@ def connect(
         timeout: the default deadline of every call, in seconds.
         env, cwd, stderr: for the child process (env adds to this process's environment).
         headers: for the HTTP endpoint, sent with every request (e.g. Authorization).
-        client_info, roots, sampling, elicitation, on_log, on_change, on_lost, log_level,
-            max_input_rounds, elicitation_modes, roots_list_changed: as for `ClientSession`.
+
+    The other keyword arguments (client_info, roots, sampling, elicitation, on_log, on_change,
+    on_lost, log_level, max_input_rounds, elicitation_modes, roots_list_changed) are those of
+    `ClientSession`.
 
     Use it as a context manager, so the child is always stopped::
 

@@ -27,7 +27,11 @@ SOCKET_TIMEOUT = DEFAULT_TIMEOUT
 
 
 class HttpServing:
-    """A running HTTP server for one `WsgiTransport` (started by `Server.start_http/serve_http`)."""
+    """A running HTTP server for one `WsgiTransport` (started by `Server.start_http/serve_http`).
+
+    `url` is the endpoint's address (``http://HOST:PORT/PATH``; for port 0, the port it got),
+    `host` and `port` where it listens, and `app` the `WsgiTransport` it serves.
+    """
 
     def __init__(self, app: WsgiTransport, host: str, port: int, *, threads: int = DEFAULT_THREADS) -> None:
         self.app = app
