@@ -43,7 +43,7 @@ html_show_sourcelink = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
-autodoc_preserve_defaults = True
+autodoc_preserve_defaults = False  # show a default's value, not the constant's name
 
 # Nitpicky (-n): every cross-reference must resolve. The build has no network, so intersphinx cannot
 # fetch Python's inventory; these standard-library and third-party types are left unlinked instead.
