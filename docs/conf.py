@@ -33,6 +33,8 @@ exclude_patterns = ["_build", "examples"]
 templates_path: list[str] = []
 default_role = "code"  # docstrings write `name` for code, as Markdown does
 highlight_language = "none"
+# Commands in the CLI reference's examples must stay copyable: no curly quotes, no "--" turned into a dash.
+smartquotes = False
 pygments_style = "sphinx"
 
 html_theme = "alabaster"  # built into Sphinx: no theme package to pin
