@@ -12,7 +12,8 @@ Every example in docs/ is a file in docs/examples/, included into its page with 
   are waited for, in order, among what it prints, and it gets SIGTERM when the session ends);
 - ``NAME.wire`` is a conversation with a server over stdio: its first line, ``$ COMMAND``, starts the
   server; each ``→`` line is written to it as it is, and each ``←`` line must be the next line it
-  writes (``...`` standing for what the page leaves out);
+  writes (``...`` standing for what the page leaves out). A ``→`` line's ``requestState``, which the
+  page abbreviates, is sent as the one the server last returned, as a client echoes it;
 - any other file (a server the examples start, a config file) must be used by some example.
 
 Outputs are compared after normalising what changes from run to run (ports, clock times, log
@@ -22,6 +23,7 @@ timestamps, durations); ``...`` in an expected line stands for any text. The pag
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -452,10 +454,16 @@ def _converse(text: str, cwd: Path) -> None:
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     seen: list[str] = []
+    state: str | None = None
     try:
         for line in lines:
             arrow, _, message = line.partition(" ")
             if arrow == "→":
+                if '"requestState":' in message:
+                    sent = json.loads(message)
+                    assert state is not None, f"no requestState came before: {line}"
+                    sent["params"]["requestState"] = state
+                    message = json.dumps(sent, separators=(",", ":"), ensure_ascii=False)
                 proc.stdin.write(message + "\n")
                 proc.stdin.flush()
                 seen.append(line)
@@ -468,6 +476,9 @@ def _converse(text: str, cwd: Path) -> None:
             assert got is not None, "\n".join([*seen, f"expected: {line}", "but the server wrote nothing more"])
             seen.append(f"← {got}")
             assert _matches(message, got), "\n".join([*seen[:-1], f"expected: {line}", f"got:      ← {got}"])
+            result = json.loads(got).get("result")
+            if isinstance(result, dict) and isinstance(result.get("requestState"), str):
+                state = result["requestState"]
         proc.stdin.close()
         assert proc.wait(timeout=LONG) == 0, proc.stderr.read() if proc.stderr else ""
         assert received.get(timeout=LONG) is None, "the server wrote more than the page shows"
