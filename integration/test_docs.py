@@ -158,6 +158,16 @@ def test_the_readme_shows_only_tested_examples() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_the_package_layout_names_every_module_and_only_modules() -> None:
+    """docs/dev/layout.rst lists the package's files; a module added or removed must show there."""
+    listed = set(re.findall(r"^ {5}([\w/]+\.py)\b", (DOCS / "dev" / "layout.rst").read_text(), re.MULTILINE))
+    package = REPO_ROOT / "mcpsync"
+    files = {str(path.relative_to(package)) for path in package.rglob("*.py")
+             if path.name != "__init__.py" or path.parent.name in {"mcpsync", "client"}}
+    assert files - listed == set(), f"modules docs/dev/layout.rst does not list: {sorted(files - listed)}"
+    assert listed - files == set(), f"docs/dev/layout.rst lists files that do not exist: {sorted(listed - files)}"
+
+
 def test_the_api_reference_documents_every_exported_name() -> None:
     """A name added to mcpsync.__all__ (or to mcpsync.client) must get its entry in docs/api.rst."""
     import mcpsync
