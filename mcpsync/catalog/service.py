@@ -15,7 +15,7 @@ import re
 import threading
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, TypeVar, Union, overload
 
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
@@ -28,6 +28,9 @@ log = logging.getLogger("mcpsync")
 Completer = Union[Iterable[str], Callable[[str, Mapping[str, str]], Iterable[str]]]
 """Completion values for one argument: a fixed list filtered by prefix, or a function of the
 partial value and the other arguments already given."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+"""A function the decorators register: they return it unchanged."""
 
 Listener = Callable[[frozenset[str]], None]
 """Called with the kinds that changed: a subset of {"tools", "prompts", "resources"}."""
@@ -447,35 +450,110 @@ class Service:
         return tuple(self._templates.values())
 
     # -- decorators ------------------------------------------------------------------------------
-    def tool(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    @overload
+    def tool(self, fn: F) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        requires: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        requires: dict[str, Any] | None = None,
+    ) -> F | Callable[[F], F]:
         """Register a function as a tool: `@service.tool` or `@service.tool(name=..., ...)`.
 
-        Options are those of `Tool`: name, title, description, input_schema, output_schema,
-        annotations, meta. The function is returned unchanged.
+        The keywords are those of `Tool`. The function is returned unchanged (its type too, for
+        type checkers).
         """
-        def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            self.add_tool(Tool(func, **options))
+        def register(func: F) -> F:
+            tool = Tool(
+                func,
+                name=name,
+                title=title,
+                description=description,
+                input_schema=input_schema,
+                output_schema=output_schema,
+                annotations=annotations,
+                meta=meta,
+                requires=requires,
+            )
+            self.add_tool(tool)
             return func
 
         return register(fn) if fn is not None else register
 
-    def prompt(self, fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-        """Register a function as a prompt: `@service.prompt` or `@service.prompt(complete={...})`."""
-        def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            self.add_prompt(Prompt(func, **options))
+    @overload
+    def prompt(self, fn: F) -> F: ...
+
+    @overload
+    def prompt(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        complete: Mapping[str, Completer] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        fn: F | None = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        complete: Mapping[str, Completer] | None = None,
+    ) -> F | Callable[[F], F]:
+        """Register a function as a prompt: `@service.prompt` or `@service.prompt(complete={...})`;
+        the keywords are those of `Prompt`."""
+        def register(func: F) -> F:
+            self.add_prompt(Prompt(func, name=name, title=title, description=description, complete=complete))
             return func
 
         return register(fn) if fn is not None else register
 
-    def resource(self, uri: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a function as a resource; a URI with `{variables}` makes it a template."""
-        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        complete: Mapping[str, Completer] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a function as a resource; a URI with `{variables}` makes it a template (and
+        only a template has variables to `complete`). The keywords are those of `Resource` and
+        `ResourceTemplate`."""
+        def register(func: F) -> F:
             if _TEMPLATE_VAR.search(uri):
-                self.add_template(ResourceTemplate(func, uri, **options))
+                self.add_template(ResourceTemplate(func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete))
             else:
-                if "complete" in options:
+                if complete is not None:
                     raise TypeError(f"resource {uri!r} has no template variables to complete")
-                self.add_resource(Resource(func, uri, **options))
+                self.add_resource(Resource(func, uri, name=name, title=title, description=description, mime_type=mime_type))
             return func
 
         return register

@@ -223,6 +223,14 @@ def test_the_decorated_function_is_returned_unchanged_and_stays_callable() -> No
     assert [t.name for t in service.tools] == ["original", "other"]
 
 
+@pytest.mark.parametrize("decorator", ["tool", "prompt"])
+def test_a_decorator_rejects_an_unknown_keyword_naming_it(decorator: str) -> None:
+    with pytest.raises(TypeError, match="nonsense_option"):
+        getattr(Service("s"), decorator)(nonsense_option=1)
+    with pytest.raises(TypeError, match="nonsense_option"):
+        Service("s").resource("mem://x", nonsense_option=1)  # type: ignore[call-arg]
+
+
 # -- Tool: what a return value becomes ----------------------------------------------------------------------
 
 def returns(annotation: Any) -> Tool:
