@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -20,11 +20,13 @@ from .transport._http_options import DEFAULT_KEEPALIVE, DEFAULT_REQUEST_TIMEOUT,
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
+    from .client import ClientSession
     from .config import GatewayConfig
     from .loader import Servable
     from .server import Server
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _configure_logging(level: str) -> None:
@@ -262,14 +264,22 @@ def _read_config(config_path: str | None, upstreams: tuple[str, ...]) -> Gateway
     return config
 
 
-def _build_server(target, config, name, settings, max_frame_bytes, workers, page_size):  # type: ignore[no-untyped-def]
+def _build_server(
+    target: str | None,
+    config: GatewayConfig | None,
+    name: str | None,
+    settings: dict[str, Any],
+    max_frame_bytes: int | None,
+    workers: int | None,
+    page_size: int | None,
+) -> Server:
     """The Server that `serve` runs: the target's (or the demo's) plus config services and upstreams."""
     from .server import Server
 
     given = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size}
     # What the command line or the config file says; a loaded Server keeps its own values otherwise.
-    options = {key: value if value is not None else settings.get(key) for key, value in given.items()}
-    options = {key: value for key, value in options.items() if value is not None}
+    chosen = {key: value if value is not None else settings.get(key) for key, value in given.items()}
+    options: dict[str, Any] = {key: value for key, value in chosen.items() if value is not None}  # config.py checked the types
     server_name = name or settings.get("name")
     loaded = _load_targets(([target] if target else []) + (config.services if config is not None else []))
     if not loaded and (config is None or not config.upstreams):
@@ -278,8 +288,9 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
         loaded = [build_demo_service()]
         server_name = server_name or "mcpsync-demo"
     secret = os.environ.get("MCPSYNC_REQUEST_STATE_SECRET") or None
-    if loaded and isinstance(loaded[0], Server):
-        server = loaded[0]
+    head = loaded[0] if loaded else None
+    if isinstance(head, Server):
+        server = head
         if secret is not None and server.engine.request_states.ephemeral:  # a Server's own secret wins
             server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
         server.workers = options.get("workers", server.workers)
@@ -288,12 +299,12 @@ def _build_server(target, config, name, settings, max_frame_bytes, workers, page
         if server_name:
             server.engine.server_info["name"] = server_name
     else:
-        first = loaded[0].name if loaded else "mcpsync-gateway"
+        first = head.name if head is not None else "mcpsync-gateway"
         server = Server(server_name or first, settings.get("version", __version__), **options)
         if secret is not None:
             server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
-        if loaded:
-            server.add_service(loaded[0])
+        if head is not None:
+            server.add_service(head)
     for extra in loaded[1:]:
         for service in extra.catalog.services if isinstance(extra, Server) else [extra]:
             server.add_service(service)
@@ -353,7 +364,8 @@ EXIT_TOOL_ERROR = 1
 EXIT_FAILURE = 3
 
 
-def _client_options(command):  # type: ignore[no-untyped-def]
+def _client_options(command: F) -> F:
+    """The arguments and options every client command (tools, call, listen) takes."""
     command = click.argument("server", nargs=-1, required=True, metavar="URL | -- COMMAND...")(command)
     command = click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Deadline of each request, in seconds.")(command)
     command = click.option(
@@ -370,7 +382,7 @@ class _ClientFailure(click.ClickException):
     exit_code = EXIT_FAILURE
 
 
-def _open(server: tuple[str, ...], mode: str, timeout: float):  # type: ignore[no-untyped-def]
+def _open(server: tuple[str, ...], mode: str, timeout: float) -> ClientSession:
     from .client import connect
     from .errors import McpsyncError
 

@@ -12,14 +12,16 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Union
+from typing import TypeVar, Union
 
 from .catalog.service import Service
 from .errors import McpsyncError
 from .server import Server
 
 Servable = Union[Server, Service]
+T = TypeVar("T")
 
 
 class TargetError(McpsyncError):
@@ -52,14 +54,15 @@ def _load_module(spec: str) -> ModuleType:
         directory = os.path.dirname(path)
         if directory not in sys.path:
             sys.path.insert(0, directory)  # so the file can import its neighbours
-        _execute(lambda: file_spec.loader.exec_module(module), spec)  # type: ignore[union-attr]
+        loader = file_spec.loader
+        _execute(lambda: loader.exec_module(module), spec)
         return module
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     return _execute(lambda: importlib.import_module(spec), spec)
 
 
-def _execute(load, spec: str):  # type: ignore[no-untyped-def]
+def _execute(load: Callable[[], T], spec: str) -> T:
     try:
         return load()
     except ModuleNotFoundError as exc:

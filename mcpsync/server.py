@@ -121,7 +121,8 @@ class Server:
 
     @property
     def name(self) -> str:
-        return self.engine.server_info["name"]
+        name: str = self.engine.server_info["name"]
+        return name
 
     # -- the catalog ----------------------------------------------------------------------------
     def add_service(self, service: Service) -> None:

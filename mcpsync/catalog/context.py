@@ -24,6 +24,7 @@ from .questions import (
     Question,
     checked_answer,
     input_request,
+    key_of,
     missing_capability,
     request_params,
 )
@@ -189,12 +190,14 @@ class Context:
     def elicit(self, message: str, schema: dict[str, Any] | None = None, *, key: str | None = None, timeout: float | None = None) -> dict[str, Any]:
         """Ask the user to fill in a form (`schema`: a flat JSON Schema object); returns the
         client's `ElicitResult`: `{"action": "accept" | "decline" | "cancel", "content": {...}}`."""
-        return self.ask(Question.elicitation(message, schema, key=key), timeout=timeout)[0]
+        result: dict[str, Any] = self.ask(Question.elicitation(message, schema, key=key), timeout=timeout)[0]
+        return result
 
     def elicit_url(self, message: str, url: str, *, key: str | None = None, timeout: float | None = None) -> dict[str, Any]:
         """Send the user to `url` (the client must declare URL-mode elicitation); returns the
         `ElicitResult` (`{"action": "accept"}` once the user went there)."""
-        return self.ask(Question.elicitation_url(message, url, key=key), timeout=timeout)[0]
+        result: dict[str, Any] = self.ask(Question.elicitation_url(message, url, key=key), timeout=timeout)[0]
+        return result
 
     def sample(
         self, messages: Any, *, max_tokens: int, key: str | None = None, timeout: float | None = None, **options: Any
@@ -202,11 +205,13 @@ class Context:
         """Ask the client's model; `messages` is a str (one user message) or a list of messages.
         `options`: system_prompt, temperature, stop_sequences, model_preferences,
         include_context, metadata. Returns the `CreateMessageResult` (role, content, model, ...)."""
-        return self.ask(Question.sampling(messages, max_tokens=max_tokens, key=key, **options), timeout=timeout)[0]
+        result: dict[str, Any] = self.ask(Question.sampling(messages, max_tokens=max_tokens, key=key, **options), timeout=timeout)[0]
+        return result
 
     def roots(self, *, key: str | None = None, timeout: float | None = None) -> list[dict[str, Any]]:
         """The client's roots: `[{"uri": "file:///...", "name": ...}, ...]`."""
-        return self.ask(Question.roots(key=key), timeout=timeout)[0]
+        roots: list[dict[str, Any]] = self.ask(Question.roots(key=key), timeout=timeout)[0]
+        return roots
 
     def ask(self, *questions: Question, timeout: float | None = None) -> list[Any]:
         """Ask several questions at once; their answers, in order (`elicit`, `sample` and `roots`
@@ -237,9 +242,9 @@ class Context:
             self._answers.update(self._ask_now(missing, timeout))
         answers = []
         for question in keyed:
-            answer = self._answers[question.key]
+            answer = self._answers[key_of(question)]
             answers.append(checked_answer(question, answer))
-            self.used_answers[question.key] = answer
+            self.used_answers[key_of(question)] = answer
         return answers
 
     def input_required(self, *questions: Question, state: Any = None) -> dict[str, Any]:
@@ -283,21 +288,25 @@ class Context:
         if self._ask_client is None:
             raise McpsyncError("this transport cannot send requests to the client")
         futures: list[concurrent.futures.Future[dict[str, Any]]] = []
+
+        def cancel_all() -> None:  # a no-op for the answered ones; the rest are forgotten and cancelled
+            for future in futures:
+                future.cancel()
+
         try:
             for question in questions:
                 futures.append(self._ask_client(question.method, request_params(question)))
         except BaseException:
-            for future in futures:
-                future.cancel()
+            cancel_all()
             raise
-        self.on_cancel(lambda: [future.cancel() for future in futures])
+        self.on_cancel(cancel_all)
         limit = self._ask_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        answers = {}
+        answers: dict[str, Any] = {}
         try:
             for question, future in zip(questions, futures):
                 try:
-                    answers[question.key] = future.result(max(0.0, deadline - time.monotonic()))
+                    answers[key_of(question)] = future.result(max(0.0, deadline - time.monotonic()))
                 except concurrent.futures.TimeoutError:
                     raise AskTimeout(f"the client did not answer {question.method} within {limit:g} s") from None
                 except concurrent.futures.CancelledError:
@@ -307,6 +316,5 @@ class Context:
                 except McpsyncError as exc:  # the transport gave up: the request, connection or session ended
                     raise AskCancelled(str(exc)) from None
         finally:
-            for future in futures:
-                future.cancel()  # no-op for the answered ones; the rest are forgotten and cancelled
+            cancel_all()
         return answers

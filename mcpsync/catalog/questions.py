@@ -91,6 +91,14 @@ class Question:
         return Question(self.method, self.params, key)
 
 
+def key_of(question: Question) -> str:
+    """The key of a question being asked: every one is keyed first (`Context.keyed`, or the
+    gateway's own keys), so a question without a key here is a bug in mcpsync."""
+    if question.key is None:
+        raise AssertionError(f"a {question.method} question is being asked without a key")
+    return question.key
+
+
 class KeyAssigner:
     """Keys for questions asked without one, in asking order: `elicitation-1`, `sampling-1`, ..."""
 

@@ -294,7 +294,7 @@ class _Mapper:
 
     def _array(self, kind: type, item: Any) -> tuple[dict[str, Any], Convert]:
         items, convert = self.map(item)
-        schema = {"type": "array", "items": items}
+        schema: dict[str, Any] = {"type": "array", "items": items}
         if kind in (set, frozenset):
             schema["uniqueItems"] = True
         return schema, lambda value: kind(convert(element) for element in value)

@@ -19,6 +19,7 @@ jsonschema to walk is reported as such, never as a RecursionError.
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -196,9 +197,9 @@ def _offending_property(error: "ValidationError") -> str | None:
     instance = error.instance
     if not isinstance(instance, dict):
         return None
-    if error.validator == "required":
+    if error.validator == "required" and isinstance(error.validator_value, list):
         return next((name for name in error.validator_value if name not in instance), None)
-    if error.validator == "additionalProperties":
+    if error.validator == "additionalProperties" and isinstance(error.schema, Mapping):
         known = error.schema.get("properties", {})
         return next((name for name in instance if name not in known), None)
     return None

@@ -654,7 +654,8 @@ class HttpConnection:
     def _headers_for(self, message: dict[str, Any]) -> tuple[dict[str, str], bool, bool]:
         """The headers of a POST of `message`, whether it is 2026-07-28, and whether the session
         id went with it."""
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        given = message.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
         meta = params.get("_meta")
         version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
         own = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

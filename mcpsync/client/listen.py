@@ -8,6 +8,7 @@ Closing it unsubscribes (a `notifications/cancelled` for the listen, or resource
 
 from __future__ import annotations
 
+import enum
 import queue
 import threading
 from dataclasses import dataclass
@@ -20,7 +21,15 @@ _KIND_OF_METHOD = {
     "notifications/prompts/list_changed": "prompts",
     "notifications/resources/list_changed": "resources",
 }
-_END = object()
+
+
+class _End(enum.Enum):
+    """What ends a listener's queue: an enum member, so `event is _END` narrows for checkers."""
+
+    END = "end"
+
+
+_END = _End.END
 # How often a blocked iteration re-checks that the listener is still open.
 _ITERATION_SLICE = 1.0
 
@@ -60,7 +69,7 @@ class Listener:
         self._kinds = kinds
         self._uris = uris
         self._queue_events = queue_events
-        self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[Event | _End] = queue.SimpleQueue()
         self._acked = threading.Event()
         self._closed = False
         self._ended = False

@@ -479,7 +479,8 @@ class ClientSession:
         params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
         if context:
             params["context"] = {"arguments": dict(context)}
-        return self.request("completion/complete", params, timeout=timeout).get("completion", {})
+        completion: dict[str, Any] = self.request("completion/complete", params, timeout=timeout).get("completion", {})
+        return completion
 
     # -- input_required (2026-07-28 multi round-trip requests) ------------------------------------
     def _request_with_input(
@@ -543,7 +544,7 @@ class ClientSession:
 
     def _listen_modern(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float, queue_events: bool = True) -> Listener:
         request_id = f"listen-{next(self._ids)}"
-        filter_ = {f"{kind}ListChanged": True for kind, on in wanted.items() if on}
+        filter_: dict[str, Any] = {f"{kind}ListChanged": True for kind, on in wanted.items() if on}
         if uris:
             filter_["resourceSubscriptions"] = list(uris)
         listener = Listener(request_id, lambda: self._stop_modern(request_id), queue_events=queue_events)
@@ -653,7 +654,8 @@ class ClientSession:
             return
         if self._on_change is not None and method in _CHANGE_METHODS:
             _safely(self._on_change, method, params)
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        given = params.get("_meta")
+        meta: dict[str, Any] = given if isinstance(given, dict) else {}
         subscription_id = meta.get(META_SUBSCRIPTION_ID)
         with self._lock:
             if subscription_id is not None:

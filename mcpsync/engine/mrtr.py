@@ -17,7 +17,7 @@ times.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..catalog.context import AskCancelled
 from ..catalog.questions import NeedAnswers
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from ..catalog.context import Context
     from ..catalog.questions import InputRequired
     from .interceptors import Call
+
+T = TypeVar("T")
 
 MAX_HANDSHAKE_ROUNDS = 8
 """How often a function returning `InputRequired` runs again on one handshake-era request."""
@@ -58,7 +60,7 @@ def prepare(sealer: RequestStateSealer, call: "Call") -> tuple[dict[str, Any], A
     return answers, state
 
 
-def answering(call: "Call", ctx: "Context", body: Callable[[], Any]) -> Any:
+def answering(call: "Call", ctx: "Context", body: Callable[[], T]) -> T | dict[str, Any]:
     """Run `body` (which calls the function): its value, or the `input_required` result dict."""
     rounds = 0
     while True:

@@ -234,7 +234,7 @@ def list_tools(engine: "Engine", call: Call) -> dict[str, Any]:
     return _page(engine, call, _visible_tools(engine), "tools", lambda tool: _tool_definition(tool, version))
 
 
-def call_tool(engine: "Engine", call: Call) -> dict[str, Any]:
+def call_tool(engine: "Engine", call: Call) -> dict[str, Any] | Forwarded:
     name = call.params.get("name")
     if not isinstance(name, str):
         raise invalid_params("tools/call: params.name must be a string")
@@ -332,7 +332,7 @@ def _chain(engine: "Engine", tool: Tool) -> Callable[[ToolCall], dict[str, Any]]
                 return refused
         return _run_tool(tool, tool_call)
 
-    proceed = innermost
+    proceed: Callable[[ToolCall], dict[str, Any]] = innermost
     for interceptor in reversed(engine.interceptors):
         proceed = _wrap(interceptor, proceed)
     return proceed
@@ -449,21 +449,23 @@ def complete(engine: "Engine", call: Call) -> dict[str, Any]:
     if not isinstance(given, dict):
         raise invalid_params("completion/complete: context.arguments must be an object")
     catalog = engine.catalog
+    entry: Any  # a local prompt or template, or an upstream's: each has complete()
     if ref.get("type") == "ref/prompt":
         name = ref.get("name")
-        prompt = catalog.find_prompt(name) if isinstance(name, str) else None
-        if prompt is None:
+        entry = catalog.find_prompt(name) if isinstance(name, str) else None
+        if entry is None:
             raise invalid_params(f"Unknown prompt: {ref.get('name')}")
-        return prompt.complete(arg_name, value, given)
-    if ref.get("type") == "ref/resource":
+    elif ref.get("type") == "ref/resource":
         uri = ref.get("uri")
-        template = catalog.find_template(uri) if isinstance(uri, str) else None
-        if template is None:
+        entry = catalog.find_template(uri) if isinstance(uri, str) else None
+        if entry is None:
             if isinstance(uri, str) and catalog.find_resource(uri) is not None:
                 return completion_result(None, value, given)
             raise invalid_params(f"Unknown resource template: {uri}")
-        return template.complete(arg_name, value, given)
-    raise invalid_params("completion/complete: ref.type must be 'ref/prompt' or 'ref/resource'")
+    else:
+        raise invalid_params("completion/complete: ref.type must be 'ref/prompt' or 'ref/resource'")
+    completion: dict[str, Any] = entry.complete(arg_name, value, given)
+    return completion
 
 
 # -- which methods exist in which era -------------------------------------------------------------

@@ -79,7 +79,7 @@ from ..errors import CallCancelled, CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
 from ..catalog.context import Context
-from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, missing_capability
+from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, key_of, missing_capability
 
 log = logging.getLogger("mcpsync")
 
@@ -301,7 +301,7 @@ class Relay:
                 )
             answered = []
             for waiting in call.questions:
-                answer = ctx.answer_for(waiting.question.key) if waiting.asked and not waiting.answer.done() else None
+                answer = ctx.answer_for(key_of(waiting.question)) if waiting.asked and not waiting.answer.done() else None
                 if answer is not None:
                     checked_answer(waiting.question, answer)  # -32602 naming the key; the call stays parked
                     answered.append((waiting, answer))
@@ -384,7 +384,7 @@ class Relay:
         for upstream_key, request in asked.items():
             params = request.get("params") if isinstance(request.get("params"), dict) else {}
             question = Question(request["method"], dict(params), call.next_key(request["method"]))
-            waiting_round.upstream_keys[question.key] = upstream_key
+            waiting_round.upstream_keys[key_of(question)] = upstream_key
             waiting_round.questions.append(_Question(question, concurrent.futures.Future()))
         with self._lock:
             call.round = waiting_round
@@ -410,7 +410,7 @@ class Relay:
                 return
             ctx.ask(*(waiting.question for waiting in waiting_round.questions), timeout=remaining)
             for waiting in waiting_round.questions:
-                settle(waiting.answer, result=ctx.used_answers[waiting.question.key])
+                settle(waiting.answer, result=ctx.used_answers[key_of(waiting.question)])
         except McpsyncError as exc:
             error = exc if isinstance(exc, McpError) else McpError(ErrorCode.INTERNAL_ERROR, f"no answer from the client: {exc}")
             for waiting in waiting_round.questions:
@@ -451,7 +451,7 @@ class Relay:
                 return
         params = dict(call.params)
         if waiting_round.questions:
-            params["inputResponses"] = {waiting_round.upstream_keys[w.question.key]: w.answer.result() for w in waiting_round.questions}
+            params["inputResponses"] = {waiting_round.upstream_keys[key_of(w.question)]: w.answer.result() for w in waiting_round.questions}
         if waiting_round.state is not None:
             params["requestState"] = waiting_round.state
         remaining = call.deadline - time.monotonic()
@@ -515,7 +515,8 @@ class Relay:
             raise
         except McpsyncError as exc:  # no answer: a timeout, a cancel, the connection closed
             raise McpError(ErrorCode.INTERNAL_ERROR, f"no answer from the client to {question.method}: {exc}") from exc
-        return ctx.used_answers[question.key]  # as the client sent it (roots: the whole ListRootsResult)
+        answer: dict[str, Any] = ctx.used_answers[key_of(question)]  # as the client sent it (roots: the whole ListRootsResult)
+        return answer
 
     def _park(self, call: UpstreamCall, question: Question) -> dict[str, Any]:
         """2026-07-28 downstream: the question waits in the call until a retry answers it."""
@@ -533,10 +534,10 @@ class Relay:
             call.questions.append(waiting)
             collect = not call.batching
             call.batching = True
-            if collect and call.ended is None:
-                call.ended = threading.Event()
             ended = call.ended
-        if collect:
+            if collect and ended is None:
+                ended = call.ended = threading.Event()
+        if collect and ended is not None:
             ended.wait(self.batch_window)  # its siblings, sent with it, join this round (the end cuts it short)
             with self._lock:
                 call.batching = False
@@ -554,6 +555,7 @@ class Relay:
         not declare the capability for is refused (-32021, to the upstream) instead."""
         refused: list[tuple[_Question, McpError]] = []
         asking: list[_Question] = []
+        token: str | None = None  # the parked call's key, once it is parked for the client's retry
         with self._lock:
             ctx, outlet = call.ctx, call.outlet
             if ctx is None or outlet is None or call.final is not None:
@@ -566,29 +568,31 @@ class Relay:
                     refused.append((waiting, refusal))
                 else:
                     asking.append(waiting)
-            state_only = call.round is not None and not call.round.questions and not call.round.delivered
-            if state_only:
-                call.round.delivered = True  # the upstream is busy: so is the gateway, to the client
-            upstream_round_refused = call.round is not None and any(w in call.round.questions for w, _ in refused)
+            waiting_round = call.round
+            state_only = waiting_round is not None and not waiting_round.questions and not waiting_round.delivered
+            if waiting_round is not None and state_only:
+                waiting_round.delivered = True  # the upstream is busy: so is the gateway, to the client
+            upstream_round_refused = waiting_round is not None and any(w in waiting_round.questions for w, _ in refused)
             if (asking or state_only) and not upstream_round_refused:
                 for waiting in asking:
                     waiting.asked = True
                 call.ctx = call.outlet = None
                 if call.token is None:
                     call.token = secrets.token_urlsafe(16)
-                self._parked[call.token] = call
+                token = call.token
+                self._parked[token] = call
         for waiting, refusal in refused:
             settle(waiting.answer, error=refusal)
         if upstream_round_refused:  # a 2026-07-28 upstream's round cannot be half answered
             self._finish(call, *self._unanswerable(call, refused[0][0].question, refused[0][1]))
             return
-        if not asking and not state_only:
+        if token is None:  # nothing to ask now
             return
         try:
-            result = ctx.input_required(*(waiting.question for waiting in asking), state={STATE_KEY: call.token})
+            result = ctx.input_required(*(waiting.question for waiting in asking), state={STATE_KEY: token})
         except McpsyncError as exc:  # this request cannot answer input_required after all
             with self._lock:
-                self._parked.pop(call.token, None)
+                self._parked.pop(token, None)
                 call.ctx, call.outlet = ctx, outlet
             error = exc if isinstance(exc, McpError) else McpError(ErrorCode.INTERNAL_ERROR, f"the client cannot be asked: {exc}")
             for waiting in asking:
@@ -604,10 +608,10 @@ class Relay:
         which releases its questions' threads); returns how many."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            overdue = [call for call in self._parked.values() if call.deadline <= now]
-            for call in overdue:
-                del self._parked[call.token]
-        for call in overdue:
+            overdue = {token: call for token, call in self._parked.items() if call.deadline <= now}
+            for token in overdue:
+                del self._parked[token]
+        for call in overdue.values():
             if call.final is None:
                 call.cancel("the client did not retry in time")
             self._abandon(call, "the client did not retry in time")
@@ -641,6 +645,5 @@ class Relay:
 def parked_call_id(ctx: Context) -> str | None:
     """The parked call a retry continues (from its sealed state), else None."""
     state = ctx.state
-    if isinstance(state, dict) and isinstance(state.get(STATE_KEY), str):
-        return state[STATE_KEY]
-    return None
+    call_id = state.get(STATE_KEY) if isinstance(state, dict) else None
+    return call_id if isinstance(call_id, str) else None

@@ -90,8 +90,8 @@ class RemoteTool:
         """Forward without waiting: the engine answers the client when the upstream does."""
         return self.source.start_forward("tools/call", {"name": self.upstream_name, "arguments": arguments}, ctx)
 
-    def to_result(self, value: Any) -> dict[str, Any]:
-        return value
+    def to_result(self, value: dict[str, Any]) -> dict[str, Any]:
+        return value  # the upstream's CallToolResult already
 
 
 class RemotePrompt:
@@ -129,7 +129,8 @@ class RemoteResource:
         result = self.source.forward("resources/read", {"uri": uri}, ctx)
         if result.get("resultType") == "input_required":
             return result
-        return result.get("contents", [])
+        contents: list[dict[str, Any]] = result.get("contents", [])
+        return contents
 
 
 class RemoteTemplate(RemoteResource):

@@ -47,6 +47,7 @@ def upstream_source(
     def connector(on_change: Callable[[str, dict[str, Any]], None], on_lost: Callable[[Exception], None]) -> UpstreamSession:
         # The upstream's questions during a call reach that call's client (relay.py), which checks
         # each question against that client's own capabilities.
+        handlers = remote.question_handlers()
         return UpstreamSession(
             connection_for(target, env=env, cwd=cwd, headers=headers),
             mode=mode,
@@ -55,7 +56,9 @@ def upstream_source(
             on_lost=on_lost,
             elicitation_modes=("form", "url"),
             roots_list_changed=True,
-            **remote.question_handlers(),
+            roots=handlers["roots"],
+            sampling=handlers["sampling"],
+            elicitation=handlers["elicitation"],
         )
 
     remote = RemoteSource(name, connector, options, client_roots=client_roots)

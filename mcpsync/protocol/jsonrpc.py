@@ -161,25 +161,26 @@ def decode_object(obj: dict[str, Any]) -> Message:
         params = obj.get("params")
         if obj.get("jsonrpc") == "2.0" and type(method) is str and type(params) is dict:  # the usual request
             return Request(msg_id, method, params)
-        problem = _envelope_problem(obj, method)
-        if problem is not None:
-            return Invalid(problem, answer_id=msg_id)
-        return Request(msg_id, method, {} if params is None else params)
-    problem = _envelope_problem(obj, method)
-    if problem is not None:
-        return Invalid(problem, answer=False)
+        checked = _checked_method(obj, method)
+        if isinstance(checked, McpError):
+            return Invalid(checked, answer_id=msg_id)
+        return Request(msg_id, checked, {} if params is None else params)
+    checked = _checked_method(obj, method)
+    if isinstance(checked, McpError):
+        return Invalid(checked, answer=False)
     params = obj.get("params")
-    return Notification(method, {} if params is None else params)
+    return Notification(checked, {} if params is None else params)
 
 
-def _envelope_problem(obj: dict[str, Any], method: object) -> McpError | None:
+def _checked_method(obj: dict[str, Any], method: object) -> str | McpError:
+    """The method of a request or notification whose envelope is sound, or the error it earns."""
     if obj.get("jsonrpc") != "2.0":
         return McpError(ErrorCode.INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
     if type(method) is not str:
         return McpError(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" must be a string')
     if "params" in obj and type(obj["params"]) is not dict:
         return McpError(ErrorCode.INVALID_PARAMS, 'Invalid params: "params" must be an object')
-    return None
+    return method
 
 
 def _decode_response(obj: dict[str, Any], msg_id: object) -> Message:
@@ -202,7 +203,8 @@ def encode(message: dict[str, Any]) -> bytes:
         # by position: matching keywords costs a third of encoding a small frame. The order
         # (ensure_ascii, encode_html_chars, escape_forward_slashes, sort_keys, indent, allow_nan)
         # is ujson's; tests/protocol/test_jsonrpc.py pins it.
-        text = ujson.dumps(message, False, False, False, False, 0, False)
+        # types-ujson puts double_precision second, which the C function does not: hence the ignore
+        text = ujson.dumps(message, False, False, False, False, 0, False)  # type: ignore[arg-type]
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:  # lone surrogates: keep them, escaped, rather than fail the message
         text = ujson.dumps(message, ensure_ascii=True, escape_forward_slashes=False, allow_nan=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .jsonrpc import ErrorCode, McpError, invalid_params
 
@@ -29,7 +29,7 @@ LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "c
 LOG_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
-def is_log_level(value: object) -> bool:
+def is_log_level(value: object) -> TypeGuard[str]:
     return type(value) is str and value in LOG_LEVEL_RANK
 
 

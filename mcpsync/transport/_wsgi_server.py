@@ -47,7 +47,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from ._http_options import WsgiApp
@@ -209,7 +209,8 @@ class WsgiServer:
         """Accept connections until `stop()`; each gets a thread of its own."""
         try:
             while not self._stopping:
-                readable, _, _ = select.select([self._listener, self._wake_r], [], [], 3600.0)
+                watched: list[socket.socket | int] = [self._listener, self._wake_r]
+                readable, _, _ = select.select(watched, [], [], 3600.0)
                 if self._wake_r in readable or self._stopping:
                     break
                 if self._listener in readable:
@@ -298,7 +299,8 @@ class _Connection:
     def __init__(self, server: WsgiServer, sock: socket.socket, address: Any) -> None:
         self._server = server
         self._sock = sock
-        self._reader = sock.makefile("rb", buffering=65536)
+        # typeshed types makefile() with a buffer size as IOBase; with "rb" it is a BufferedReader
+        self._reader = cast(io.BufferedReader, sock.makefile("rb", buffering=65536))
         self._busy = False
         self._response: _Response | None = None  # the latest request's
         self._lock = threading.Lock()
@@ -440,8 +442,7 @@ class _Connection:
                 raise _Reject(501, f"transfer coding {coding!r} is not supported")
             if send_continue is not None:
                 send_continue()
-            body = self._read_chunked()
-            environ["wsgi.input"] = io.BytesIO(body)
+            environ["wsgi.input"] = io.BytesIO(self._read_chunked())
             environ["mcpsync.body"] = None
             return keep_alive
         length = 0

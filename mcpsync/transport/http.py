@@ -59,7 +59,7 @@ import logging
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
@@ -95,6 +95,9 @@ from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from ._wsgi_server import RESPOND_NOW
 from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
+
+if TYPE_CHECKING:
+    from wsgiref.types import InputStream
 
 log = logging.getLogger("mcpsync")
 
@@ -324,7 +327,7 @@ class WsgiTransport:
         return found
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:
-        stream = environ["wsgi.input"]
+        stream: InputStream = environ["wsgi.input"]
         length_text = header(environ, "Content-Length")
         try:
             if length_text:

@@ -222,14 +222,13 @@ class StdioServer:
         self._session = Session()
         self._output = Output(write_fd, self.request_shutdown)
         self._splitter = FrameSplitter(max_frame_bytes)
-        self._workers = workers
         self._drain_timeout = drain_timeout
         self._shutdown_timeout = shutdown_timeout
         self._inflight: dict[Any, _Exchange] = {}
         self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
         self._asks = _Asks(self._output, self._session)  # the server's own requests, awaiting answers
         self._closing = False  # set under the output lock when shutdown begins
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="mcpsync-worker")  # its threads start with the first request
         self._wake_r, self._wake_w = os.pipe()  # shutdown requests (and signals) wake the reader
         self._done_r, self._done_w = os.pipe()  # so does a request it must wait for
         for fd in (self._wake_r, self._wake_w, self._done_r, self._done_w):
@@ -314,7 +313,6 @@ class StdioServer:
             if self._started:
                 raise RuntimeError("this StdioServer has already been started")
             self._started = True
-        self._executor = concurrent.futures.ThreadPoolExecutor(self._workers, thread_name_prefix="mcpsync-worker")
 
     # -- the reader ------------------------------------------------------------------------------
     def _serve(self) -> None:
@@ -415,7 +413,6 @@ class StdioServer:
         if self._engine.forwards_at_once(request):
             self._execute(request, exchange)  # here: it only sends the call upstream
         else:
-            assert self._executor is not None
             try:
                 exchange.future = self._executor.submit(self._execute, request, exchange)
             except RuntimeError:  # the executor is shutting down
