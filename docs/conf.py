@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-import mcpsync  # noqa: E402
+import mcpsync
 
 project = "mcpsync"
 author = "the mcpsync developers"
@@ -59,8 +59,8 @@ nitpick_ignore_regex = [
 # the stdio wire, the frames a connection reads). They are not part of the API, so the reference does
 # not document them: their names show unlinked.
 nitpick_ignore_regex += [
-    ("py:class", r"(mcpsync\.[\w.]+\.)?(Request|Notification|Response|Invalid|Session|Envelope|TransportInfo|Outcome"
-                 r"|Engine|WsgiApp|StdioWire|StdioServer|CancelSignal|_FunctionResource|Connector|RemoteOptions|ClientRoots)"),
+    ("py:class", (r"(mcpsync\.[\w.]+\.)?(Request|Notification|Response|Invalid|Session|Envelope|TransportInfo|Outcome"
+                  r"|Engine|WsgiApp|StdioWire|StdioServer|CancelSignal|_FunctionResource|Connector|RemoteOptions|ClientRoots)")),
 ]
 # Type variables (F = TypeVar("F", ...) for the decorators) have nothing to link to.
 nitpick_ignore_regex += [("py:class", r"(mcpsync\.[\w.]+\.)?_?[A-Z]")]
@@ -71,8 +71,8 @@ nitpick_ignore_regex += [("py:class", r"(mcpsync\.[\w.]+\.)?_?[A-Z]")]
 # napoleon extension itself: it reads an attribute's docstring as "type: description", and mcpsync's
 # attribute docstrings are prose that may hold a colon ("... by key (2026-07-28: sealed ...)").
 
-from sphinx.ext.napoleon import Config as _NapoleonConfig  # noqa: E402
-from sphinx.ext.napoleon.docstring import GoogleDocstring  # noqa: E402
+from sphinx.ext.napoleon import Config as _NapoleonConfig
+from sphinx.ext.napoleon.docstring import GoogleDocstring
 
 _napoleon = _NapoleonConfig(napoleon_use_rtype=False, napoleon_use_param=True, napoleon_use_ivar=True)
 

@@ -3,8 +3,9 @@ import http.client
 import json
 from urllib.parse import urlsplit
 
-from mcpsync import Server
 from trips import service
+
+from mcpsync import Server
 
 serving = Server("trips", services=[service]).start_http("127.0.0.1", 0)
 endpoint = urlsplit(serving.url)
