@@ -287,7 +287,7 @@ def _program(name: str) -> list[str]:
         return [sys.executable, "-m", "gunicorn"]
     if name == "curl":
         found = shutil.which("curl")
-        assert found, "curl is not installed, and a session runs it"
+        assert found, "curl is not installed, and a session runs it (Debian: apt-get install curl)"
         return [found]
     raise AssertionError(f"a session runs {name!r}: only mcpsync, python, gunicorn and curl are known")
 
