@@ -12,7 +12,8 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("mcpsync")
 
@@ -20,7 +21,7 @@ DoneCallback = Callable[[Any, "BaseException | None"], None]
 """Called with (result, None) or (None, error)."""
 
 
-def settle(future: "concurrent.futures.Future[Any]", *, result: Any = None, error: BaseException | None = None) -> bool:
+def settle(future: concurrent.futures.Future[Any], *, result: Any = None, error: BaseException | None = None) -> bool:
     """Resolve (or fail, with `error`) unless already settled or cancelled; True if this did."""
     try:
         if error is not None:

@@ -22,6 +22,7 @@ from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 if TYPE_CHECKING:
     from .client import ClientSession
     from .config import GatewayConfig
+    from .engine.request_state import RequestStateSealer
     from .loader import Servable
     from .server import Server
 
@@ -349,7 +350,7 @@ def _add_upstreams(server: Server, config: GatewayConfig) -> None:
         )
 
 
-def _sealer(secret: str, ttl: float):  # type: ignore[no-untyped-def]
+def _sealer(secret: str, ttl: float) -> RequestStateSealer:
     from .engine.request_state import RequestStateSealer
 
     try:

@@ -14,13 +14,13 @@ import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import TypeVar, Union
+from typing import TypeVar
 
 from .catalog.service import Service
 from .errors import McpsyncError
 from .server import Server
 
-Servable = Union[Server, Service]
+Servable = Server | Service
 T = TypeVar("T")
 
 

@@ -15,7 +15,8 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .catalog.catalog import Catalog
@@ -257,7 +258,7 @@ class Server:
             return tuple(self._transports)
 
     # -- stdio ----------------------------------------------------------------------------------
-    def serve_stdio(self, wire: "StdioWire | None" = None) -> bool:
+    def serve_stdio(self, wire: StdioWire | None = None) -> bool:
         """Serve this process's stdin/stdout until end of input or `shutdown()`; blocks.
 
         While serving, fd 1 points at stderr and fd 0 at /dev/null, so a stray `print()` cannot
@@ -275,7 +276,7 @@ class Server:
             finally:
                 self._upstreams_shutting_down(False)
 
-    def start_stdio(self, wire: "StdioWire | None" = None) -> "Server":
+    def start_stdio(self, wire: StdioWire | None = None) -> Server:
         """Serve this process's stdin/stdout on a background thread and return at once."""
         wire = wire or isolate_stdio()
         self.serve_fds(wire.wire_in, wire.wire_out, on_stopped=wire.restore)
@@ -545,14 +546,14 @@ class Server:
         self.catalog.close_remotes()
         return stopped
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
-def isolate_stdio() -> "StdioWire":
+def isolate_stdio() -> StdioWire:
     """Take fds 0 and 1 for the MCP wire: the wire keeps private duplicates, while fd 0 reads
     /dev/null and fd 1 writes to stderr, so nothing else in the process can reach the client."""
     return StdioWire()

@@ -12,8 +12,9 @@ import base64
 import binascii
 import logging
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ..protocol.jsonrpc import invalid_params
 from .service import Prompt, Resource, ResourceTemplate, Service, Tool

@@ -114,7 +114,7 @@ def is_block_list(value: Any) -> bool:
     if not isinstance(value, list) or not value:
         return False
     blocks = [is_content_block(item) for item in value]
-    return any(blocks) and all(block or isinstance(item, str) for item, block in zip(value, blocks))
+    return any(blocks) and all(block or isinstance(item, str) for item, block in zip(value, blocks, strict=True))
 
 
 def text_contents(uri: str, value: Any, mime_type: str | None) -> list[dict[str, Any]]:

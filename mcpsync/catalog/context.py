@@ -12,10 +12,11 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from ..errors import McpsyncError
-from ..protocol.jsonrpc import ErrorCode, McpError
+from ..protocol.jsonrpc import McpError
 from ..protocol.versions import LOG_LEVEL_RANK, Era
 from .questions import (
     DEFAULT_ASK_TIMEOUT,
@@ -304,7 +305,7 @@ class Context:
         deadline = time.monotonic() + limit
         answers: dict[str, Any] = {}
         try:
-            for question, future in zip(questions, futures):
+            for question, future in zip(questions, futures, strict=True):
                 try:
                     answers[key_of(question)] = future.result(max(0.0, deadline - time.monotonic()))
                 except concurrent.futures.TimeoutError:

@@ -16,8 +16,9 @@ whether an answer has the shape its method promises (`checked_answer`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import version_at_least
@@ -41,14 +42,14 @@ class Question:
     key: str | None = None
 
     @classmethod
-    def elicitation(cls, message: str, schema: Mapping[str, Any] | None = None, *, key: str | None = None) -> "Question":
+    def elicitation(cls, message: str, schema: Mapping[str, Any] | None = None, *, key: str | None = None) -> Question:
         """A form for the user: `schema` is a flat JSON Schema object of strings, numbers,
         booleans and enums (none: an empty form, a plain confirmation)."""
         schema = dict(schema) if schema is not None else {"type": "object", "properties": {}}
         return cls(ELICIT, {"message": message, "requestedSchema": schema}, key)
 
     @classmethod
-    def elicitation_url(cls, message: str, url: str, *, key: str | None = None) -> "Question":
+    def elicitation_url(cls, message: str, url: str, *, key: str | None = None) -> Question:
         """Send the user to `url` (sign-in, payment: what must not pass through the client)."""
         return cls(ELICIT, {"mode": "url", "message": message, "url": url}, key)
 
@@ -65,7 +66,7 @@ class Question:
         include_context: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         key: str | None = None,
-    ) -> "Question":
+    ) -> Question:
         """A completion from the client's model; a `str` is one user message."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
@@ -83,11 +84,11 @@ class Question:
         return cls(SAMPLE, params, key)
 
     @classmethod
-    def roots(cls, *, key: str | None = None) -> "Question":
+    def roots(cls, *, key: str | None = None) -> Question:
         """The client's roots (the directories or files it lets the server work on)."""
         return cls(ROOTS, {}, key)
 
-    def keyed(self, key: str) -> "Question":
+    def keyed(self, key: str) -> Question:
         return Question(self.method, self.params, key)
 
 
@@ -139,9 +140,8 @@ def missing_capability(question: Question, declared: Mapping[str, Any], protocol
             required, what = {"sampling": {}}, "sampling"
         elif "tools" in question.params and "tools" not in sampling:
             required, what = {"sampling": {"tools": {}}}, "sampling with tools"
-    elif question.method == ROOTS:
-        if not isinstance(declared.get("roots"), dict):
-            required, what = {"roots": {}}, "roots"
+    elif question.method == ROOTS and not isinstance(declared.get("roots"), dict):
+        required, what = {"roots": {}}, "roots"
     if required is None:
         return None
     return McpError(

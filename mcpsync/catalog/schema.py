@@ -23,12 +23,12 @@ import inspect
 import re
 import textwrap
 from collections import abc
+from collections.abc import Callable
 from datetime import date, datetime
 from enum import Enum
 from pathlib import Path, PurePath
 from types import NoneType, UnionType
-from typing import (Annotated, Any, Callable, Literal, NotRequired, Required, Union, get_args,
-                    get_origin, get_type_hints, is_typeddict)
+from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 from .validation import SchemaCheck, quote
 
@@ -305,7 +305,7 @@ class _Mapper:
         schema = {"type": "array", "prefixItems": [schema for schema, _ in members],
                   "items": False, "minItems": len(args)}
         converts = [convert for _, convert in members]
-        return schema, lambda value: tuple(c(element) for c, element in zip(converts, value))
+        return schema, lambda value: tuple(c(element) for c, element in zip(converts, value, strict=True))
 
     def _mapping(self, args: tuple[Any, ...]) -> tuple[dict[str, Any], Convert]:
         if args and args[0] not in (str, Any):

@@ -14,18 +14,19 @@ import logging
 import re
 import threading
 import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar, Union, overload
+from typing import Any, TypeVar, overload
 
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
 from .context import Context
-from .validation import ArgumentValidator, InvalidArguments, SchemaCheck, check_schema, clip
 from .schema import FunctionShape, bind_arguments, describe_function, invoke, structured_output, to_jsonable
+from .validation import ArgumentValidator, InvalidArguments, SchemaCheck, check_schema, clip
 
 log = logging.getLogger("mcpsync")
 
-Completer = Union[Iterable[str], Callable[[str, Mapping[str, str]], Iterable[str]]]
+Completer = Iterable[str] | Callable[[str, Mapping[str, str]], Iterable[str]]
 """Completion values for one argument: a fixed list filtered by prefix, or a function of the
 partial value and the other arguments already given."""
 
@@ -390,7 +391,7 @@ class ResourceTemplate(_FunctionResource):
         return self._contents(uri, variables, ctx)
 
 
-def template_pattern(template: str) -> "re.Pattern[str]":
+def template_pattern(template: str) -> re.Pattern[str]:
     """A regex matching the URIs of an RFC 6570 level-1/2 template, with a group per variable."""
     return re.compile(_template_regex(template))
 

@@ -19,9 +19,9 @@ jsonschema to walk is reported as such, never as a RecursionError.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .content import ToolError
 
@@ -146,7 +146,7 @@ class SchemaCheck:
             return _too_deep(instance)
         return None if error is None else _problem_of(error)
 
-    def _jsonschema(self) -> "Validator":
+    def _jsonschema(self) -> Validator:
         if self._validator is None:
             import jsonschema  # deferred: see the module docstring
 
@@ -180,11 +180,11 @@ class ArgumentValidator:
             raise InvalidArguments(problem.describe(f"Invalid arguments for {self._what}"), problem.field)
 
 
-def _problem_of(error: "ValidationError") -> Problem:
+def _problem_of(error: ValidationError) -> Problem:
     path = [str(part) for part in error.absolute_path]
     offending = _offending_property(error)
     where = "/".join(path)
-    field = "/".join(path + [offending]) if offending is not None else (where or None)
+    field = "/".join([*path, offending]) if offending is not None else (where or None)
     rule = error.message
     if len(rule) > _MAX_MESSAGE:  # jsonschema quoted the whole value
         broken = {error.validator: error.validator_value} if error.validator is not None else False  # a `false` schema
@@ -192,7 +192,7 @@ def _problem_of(error: "ValidationError") -> Problem:
     return Problem(clip(where, _MAX_PATH), None if field is None else clip(field, _MAX_PATH), rule)
 
 
-def _offending_property(error: "ValidationError") -> str | None:
+def _offending_property(error: ValidationError) -> str | None:
     """For an error about an object's keys (missing or unexpected), the key it is about."""
     instance = error.instance
     if not isinstance(instance, dict):

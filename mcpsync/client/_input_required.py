@@ -9,7 +9,8 @@ without a connection.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..errors import CallTimeout, MissingCallback, ProtocolViolation
 

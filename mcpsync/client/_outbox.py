@@ -21,7 +21,8 @@ import os
 import select
 import threading
 import time
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 from ..errors import CallTimeout, ConnectionLost
 

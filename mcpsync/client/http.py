@@ -36,8 +36,9 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import ujson
@@ -154,12 +155,10 @@ class SseParser:
             self._data.append(value)
         elif name == b"event":
             self._event = value
-        elif name == b"id":
-            if b"\0" not in value:
-                self.last_event_id = value.decode("utf-8", "replace")
-        elif name == b"retry":
-            if value.isdigit():
-                self.retry_ms = int(value)
+        elif name == b"id" and b"\0" not in value:
+            self.last_event_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self.retry_ms = int(value)
         return None
 
     def _dispatch(self) -> SseEvent | None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import enum
 import queue
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Union
+from typing import Any
 
 from .._futures import OneShot
 
@@ -48,7 +49,7 @@ class ResourceUpdated:
     uri: str
 
 
-Event = Union[ListChanged, ResourceUpdated]
+Event = ListChanged | ResourceUpdated
 
 
 class Listener:
@@ -111,7 +112,7 @@ class Listener:
         self._stop()
         self._finish()
 
-    def __enter__(self) -> "Listener":
+    def __enter__(self) -> Listener:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -23,7 +23,8 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .._futures import OneShot
 from .._version import __version__
@@ -34,8 +35,8 @@ from ..protocol.versions import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
     LATEST_MODERN_VERSION,
-    META_CLIENT_CAPABILITIES,
     LOG_LEVELS,
+    META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
@@ -195,7 +196,7 @@ class ClientSession:
         self.instructions: str | None = None
 
     # -- opening and closing ---------------------------------------------------------------------
-    def open(self) -> "ClientSession":
+    def open(self) -> ClientSession:
         """Start the connection and agree on an era; returns self."""
         self._connection.start(self._on_message, self._on_lost)
         try:
@@ -279,7 +280,7 @@ class ClientSession:
         if any(thread.is_alive() for thread in threads):
             log.warning("%d client callback(s) still running after the session closed", sum(t.is_alive() for t in threads))
 
-    def __enter__(self) -> "ClientSession":
+    def __enter__(self) -> ClientSession:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -306,7 +307,7 @@ class ClientSession:
         *,
         progress: Progress | None = None,
         timeout: float | None = None,
-    ) -> "PendingCall":
+    ) -> PendingCall:
         """Send a request without waiting; the returned call can be waited for, given a done
         callback, or cancelled. With `timeout`, the call has a deadline even if nobody waits for it:
         `expire_overdue()`, called now and then by the session's owner, fails it with CallTimeout
@@ -322,7 +323,7 @@ class ClientSession:
         *,
         progress: Progress | None = None,
         timeout: float | None = None,
-    ) -> "PendingCall":
+    ) -> PendingCall:
         """`start_request` without the sending: the call is registered (and its deadline runs)
         but goes out only at `PendingCall.send()`, so a caller can hook `on_done` and finish its
         own bookkeeping first. (A gateway does: the upstream may answer before the sending
@@ -340,7 +341,7 @@ class ClientSession:
 
     def _register(
         self, request_id: Any, method: str, params: dict[str, Any] | None, progress: Progress | None = None, timeout: float | None = None
-    ) -> "PendingCall":
+    ) -> PendingCall:
         pending = PendingCall(self, request_id, method, params, progress, timeout)
         with self._lock:
             if self._closed:
@@ -352,7 +353,7 @@ class ClientSession:
                 self._by_token[pending.progress_token] = pending
         return pending
 
-    def _unregister(self, pending: "PendingCall") -> None:
+    def _unregister(self, pending: PendingCall) -> None:
         with self._lock:
             self._pending.pop(pending.id, None)
             if pending.progress_token is not None:
@@ -564,7 +565,7 @@ class ClientSession:
         pending.on_done(lambda _result, _error: self._listen_ended(request_id, pending))
         return listener
 
-    def _listen_ended(self, request_id: Any, pending: "PendingCall") -> None:
+    def _listen_ended(self, request_id: Any, pending: PendingCall) -> None:
         """The server completed the listen (graceful shutdown) or the connection was lost."""
         self._unregister(pending)
         with self._lock:
@@ -801,7 +802,8 @@ class PendingCall(OneShot):
         limit = self._session.timeout if timeout is None else timeout
         if not self.wait(limit):
             self._expire(limit)
-        return self.value()  # type: ignore[no-any-return]
+        result: dict[str, Any] = self.value()
+        return result
 
     def _expire(self, limit: float | None) -> None:
         self._withdraw(f"timed out after {limit} s", CallTimeout(f"{self.method} got no answer within {limit} s"), tell=self.method != "initialize")

@@ -19,7 +19,8 @@ import signal
 import subprocess
 import threading
 import time
-from typing import IO, Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
 
 from ..errors import ConnectionLost
 from ..protocol import jsonrpc
@@ -74,11 +75,12 @@ class StdioConnection:
             if self._closed:
                 raise ConnectionLost("the connection is closed")
             self._process = process = self._spawn()
-            self._outbox = Outbox(process.stdin, self.command[0], on_cut=lambda: _signal_group(process.pid, signal.SIGKILL))  # type: ignore[arg-type]
+            assert process.stdin is not None  # _spawn asks for a pipe
+            self._outbox = Outbox(process.stdin, self.command[0], on_cut=lambda: _signal_group(process.pid, signal.SIGKILL))
             self._reader = threading.Thread(target=self._read, args=(on_message, on_lost), name="mcpsync-client-reader", daemon=True)
             self._reader.start()
 
-    def _spawn(self) -> "subprocess.Popen[bytes]":
+    def _spawn(self) -> subprocess.Popen[bytes]:
         try:
             return subprocess.Popen(
                 self.command,
@@ -107,7 +109,7 @@ class StdioConnection:
                     if frame is TOO_LARGE:
                         log.warning("%s sent a frame over %d bytes; dropped", self.command[0], _MAX_FRAME_BYTES)
                         continue
-                    message = jsonrpc.decode(frame)  # type: ignore[arg-type]
+                    message = jsonrpc.decode(frame)
                     if isinstance(message, jsonrpc.Invalid):
                         log.warning("%s wrote a line that is not a JSON-RPC message: %.200r", self.command[0], frame)
                         continue
@@ -154,7 +156,7 @@ class StdioConnection:
             process.stdout.close()
 
 
-def _stop_group(process: "subprocess.Popen[bytes]", grace: float, name: str) -> None:
+def _stop_group(process: subprocess.Popen[bytes], grace: float, name: str) -> None:
     """With its stdin closed the child should exit by itself; whatever of its process group is
     left after `grace` gets SIGTERM, then SIGKILL (a launcher's own children too)."""
     try:
@@ -182,7 +184,7 @@ def _signal_group(pgid: int, signum: int) -> None:
         log.warning("cannot signal process group %d: %s", pgid, exc)
 
 
-def _group_gone(process: "subprocess.Popen[bytes]", deadline: float) -> bool:
+def _group_gone(process: subprocess.Popen[bytes], deadline: float) -> bool:
     """Whether no process of the child's group is left, looking until `deadline`. Nothing signals
     when a grandchild exits, so this looks again and again, backing off from 1 to 50 ms. While
     any member lives, the kernel keeps the group's id from being reused."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
@@ -204,7 +205,7 @@ class Engine:
     def _conclude(self, call: Call, outcome: Outcome, claimed: bool = False) -> Outcome:
         """The after-execution hooks, then the era's dressing."""
         for interceptor in self.interceptors:
-            outcome = self._guard(lambda: interceptor.after_execute(call, outcome), call)
+            outcome = self._guard(interceptor.after_execute, call, outcome)
         if isinstance(outcome, Success):
             outcome = self._finish(call, outcome.result)
         if claimed and not isinstance(outcome, Success):
@@ -229,7 +230,7 @@ class Engine:
             return self._defer(call, result)
         return Success(result)
 
-    def _defer(self, call: Call, forwarded: "operations.Forwarded") -> Deferred:
+    def _defer(self, call: Call, forwarded: operations.Forwarded) -> Deferred:
         """Chain the rest of the request onto a call that ends later, on the thread that ends it."""
 
         def then(deliver: Callable[[Outcome], None]) -> None:
@@ -253,9 +254,10 @@ class Engine:
 
         return Deferred(then)
 
-    def _guard(self, hook: Callable[[], Outcome], call: Call) -> Outcome:
+    def _guard(self, hook: Callable[[Call, Outcome], Outcome], call: Call, outcome: Outcome) -> Outcome:
+        """`hook(call, outcome)`, whose exception becomes the failure the client is answered."""
         try:
-            return hook()
+            return hook(call, outcome)
         except McpError as exc:
             return Failure(exc)
         except Exception:

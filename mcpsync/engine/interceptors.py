@@ -10,8 +10,9 @@ client gets -32603.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.jsonrpc import Request
 from ..protocol.versions import Envelope, Era
@@ -31,7 +32,7 @@ class Call:
     __slots__ = ("request", "session", "era", "envelope", "transport", "exchange", "method", "params")
 
     def __init__(
-        self, request: Request, session: "Session", era: Era, envelope: Envelope | None, transport: "TransportInfo", exchange: Any
+        self, request: Request, session: Session, era: Era, envelope: Envelope | None, transport: TransportInfo, exchange: Any
     ) -> None:
         self.request = request
         self.session = session
@@ -67,7 +68,7 @@ class ToolCall:
 
     name: str
     arguments: dict[str, Any]
-    context: "Context"
+    context: Context
     call: Call
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -82,7 +83,7 @@ class Interceptor:
         """Return None to go on, a result dict to answer instead, or raise McpError to reject."""
         return None
 
-    def after_execute(self, call: Call, outcome: "Outcome") -> "Outcome":
+    def after_execute(self, call: Call, outcome: Outcome) -> Outcome:
         """Always called; return the outcome to send (the one given, or another)."""
         return outcome
 

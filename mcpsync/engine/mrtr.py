@@ -17,7 +17,8 @@ times.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..catalog.context import AskCancelled
 from ..catalog.questions import NeedAnswers
@@ -40,7 +41,7 @@ HANDSHAKE_PAUSE, HANDSHAKE_MAX_PAUSE = 0.05, 1.0
 (it wants time: load shedding, long work), doubling from the first to the second."""
 
 
-def prepare(sealer: RequestStateSealer, call: "Call") -> tuple[dict[str, Any], Any]:
+def prepare(sealer: RequestStateSealer, call: Call) -> tuple[dict[str, Any], Any]:
     """The answers and the function's state a 2026-07-28 retry brings: -32602 for a
     `requestState` that fails to open (with `data.reason`) or `inputResponses` that is no object."""
     if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
@@ -60,7 +61,7 @@ def prepare(sealer: RequestStateSealer, call: "Call") -> tuple[dict[str, Any], A
     return answers, state
 
 
-def answering(call: "Call", ctx: "Context", body: Callable[[], T]) -> T | dict[str, Any]:
+def answering(call: Call, ctx: Context, body: Callable[[], T]) -> T | dict[str, Any]:
     """Run `body` (which calls the function): its value, or the `input_required` result dict."""
     rounds = 0
     while True:
@@ -77,16 +78,16 @@ def answering(call: "Call", ctx: "Context", body: Callable[[], T]) -> T | dict[s
             else:  # only a state: the function asked to be called again a little later
                 ctx.wait_cancelled(min(HANDSHAKE_PAUSE * 2 ** (rounds - 1), HANDSHAKE_MAX_PAUSE))
                 if ctx.cancelled:
-                    raise AskCancelled("the request was cancelled while its function waited to run again")
+                    raise AskCancelled("the request was cancelled while its function waited to run again") from None
             ctx.next_round(need.state)
 
 
-def returned(ctx: "Context", value: InputRequired) -> NeedAnswers:
+def returned(ctx: Context, value: InputRequired) -> NeedAnswers:
     """What a tool's `InputRequired` return value unwinds with (its questions keyed in order)."""
     return NeedAnswers([ctx.keyed(question) for question in value.questions], value.state)
 
 
-def sealer_for(sealer: RequestStateSealer, call: "Call") -> Callable[[dict[str, Any], Any], str] | None:
+def sealer_for(sealer: RequestStateSealer, call: Call) -> Callable[[dict[str, Any], Any], str] | None:
     """What seals this request's next `requestState` (None where input_required is not allowed)."""
     if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
         return None

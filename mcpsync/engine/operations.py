@@ -8,12 +8,13 @@ Which methods exist in which era is the two tables at the bottom, and nothing el
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..catalog.catalog import paginate
-from ..catalog.context import AskCancelled, ClientRefused, Context
 from ..catalog.content import ResourceNotFound, ToolError
+from ..catalog.context import AskCancelled, ClientRefused, Context
 from ..catalog.questions import InputRequired
 from ..catalog.service import Tool, completion_result, error_result, resource_not_found
 from ..catalog.validation import InvalidArguments
@@ -41,7 +42,7 @@ Operation = Callable[["Engine", Call], Any]
 
 # -- capabilities: what discover and initialize advertise ------------------------------------------
 
-def server_capabilities(engine: "Engine", call: Call) -> dict[str, Any]:
+def server_capabilities(engine: Engine, call: Call) -> dict[str, Any]:
     """The one place capabilities are decided, for both eras and every transport.
 
     Change notifications are advertised only where the transport can deliver them: through
@@ -77,7 +78,7 @@ def accepted_filter(requested: dict[str, Any], capabilities: dict[str, Any]) -> 
     return accepted
 
 
-def listen(engine: "Engine", call: Call) -> Subscribed:
+def listen(engine: Engine, call: Call) -> Subscribed:
     if not call.transport.supports_subscriptions:
         raise McpError(ErrorCode.METHOD_NOT_FOUND, "subscriptions/listen is not available on this transport", {"method": call.method})
     requested = call.params.get("notifications")
@@ -92,12 +93,12 @@ def listen(engine: "Engine", call: Call) -> Subscribed:
     return Subscribed(call.request.id, accepted_filter(requested, server_capabilities(engine, call)))
 
 
-def subscribe_resource(engine: "Engine", call: Call) -> dict[str, Any]:
+def subscribe_resource(engine: Engine, call: Call) -> dict[str, Any]:
     call.session.subscribe_resource(_require_uri(call))
     return {}
 
 
-def unsubscribe_resource(engine: "Engine", call: Call) -> dict[str, Any]:
+def unsubscribe_resource(engine: Engine, call: Call) -> dict[str, Any]:
     call.session.unsubscribe_resource(_require_uri(call))
     return {}
 
@@ -113,7 +114,7 @@ def _require_uri(call: Call) -> str:
 
 # -- lifecycle ------------------------------------------------------------------------------------
 
-def initialize(engine: "Engine", call: Call) -> dict[str, Any]:
+def initialize(engine: Engine, call: Call) -> dict[str, Any]:
     params = call.params
     requested = params.get("protocolVersion")
     if not isinstance(requested, str):
@@ -140,7 +141,7 @@ def initialize(engine: "Engine", call: Call) -> dict[str, Any]:
     return result
 
 
-def discover(engine: "Engine", call: Call) -> dict[str, Any]:
+def discover(engine: Engine, call: Call) -> dict[str, Any]:
     result: dict[str, Any] = {
         "supportedVersions": list(MODERN_VERSIONS),
         "capabilities": server_capabilities(engine, call),
@@ -151,15 +152,15 @@ def discover(engine: "Engine", call: Call) -> dict[str, Any]:
     return result
 
 
-def _instructions(engine: "Engine") -> str | None:
+def _instructions(engine: Engine) -> str | None:
     return engine.instructions or engine.catalog.snapshot.instructions
 
 
-def ping(engine: "Engine", call: Call) -> dict[str, Any]:
+def ping(engine: Engine, call: Call) -> dict[str, Any]:
     return {}
 
 
-def set_log_level(engine: "Engine", call: Call) -> dict[str, Any]:
+def set_log_level(engine: Engine, call: Call) -> dict[str, Any]:
     level = call.params.get("level")
     if not is_log_level(level):
         raise invalid_params(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
@@ -169,7 +170,7 @@ def set_log_level(engine: "Engine", call: Call) -> dict[str, Any]:
 
 # -- the request context a function sees ----------------------------------------------------------
 
-def make_context(engine: "Engine", call: Call) -> Context:
+def make_context(engine: Engine, call: Call) -> Context:
     meta = call.params.get("_meta")
     progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
     if call.era is Era.MODERN:
@@ -203,7 +204,7 @@ def make_context(engine: "Engine", call: Call) -> Context:
 
 # -- tools ----------------------------------------------------------------------------------------
 
-def _visible_tools(engine: "Engine") -> tuple[Tool, ...]:
+def _visible_tools(engine: Engine) -> tuple[Tool, ...]:
     tools = engine.catalog.list_tools()
     if engine.tool_filter is None:
         return tools
@@ -220,7 +221,7 @@ def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
     return wire
 
 
-def _page(engine: "Engine", call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+def _page(engine: Engine, call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     """One page of a list method's result, with the cursor of the next page if there is one."""
     page, next_cursor = paginate(entries, call.params, engine.page_size)
     result: dict[str, Any] = {key: [describe(entry) for entry in page]}
@@ -229,12 +230,12 @@ def _page(engine: "Engine", call: Call, entries: tuple[Any, ...], key: str, desc
     return result
 
 
-def list_tools(engine: "Engine", call: Call) -> dict[str, Any]:
+def list_tools(engine: Engine, call: Call) -> dict[str, Any]:
     version = call.protocol_version
     return _page(engine, call, _visible_tools(engine), "tools", lambda tool: _tool_definition(tool, version))
 
 
-def call_tool(engine: "Engine", call: Call) -> dict[str, Any] | Forwarded:
+def call_tool(engine: Engine, call: Call) -> dict[str, Any] | Forwarded:
     name = call.params.get("name")
     if not isinstance(name, str):
         raise invalid_params("tools/call: params.name must be a string")
@@ -287,7 +288,7 @@ def _gated(result: dict[str, Any], structured_allowed: bool) -> dict[str, Any]:
     return result
 
 
-def _wraps_tool_calls(engine: "Engine") -> bool:
+def _wraps_tool_calls(engine: Engine) -> bool:
     """Whether an interceptor overrides around_tool_call (then a forwarded call runs synchronously,
     so the interceptor sees and may replace its result)."""
     return any(type(i).around_tool_call is not Interceptor.around_tool_call for i in engine.interceptors)
@@ -324,7 +325,7 @@ def missing_capabilities(required: dict[str, Any], declared: dict[str, Any]) -> 
     return missing
 
 
-def _chain(engine: "Engine", tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
+def _chain(engine: Engine, tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
     def innermost(tool_call: ToolCall) -> dict[str, Any]:
         if engine.interceptors:  # an interceptor may have changed them: check again
             refused = _refused_arguments(tool, tool_call.arguments)
@@ -373,11 +374,11 @@ def _asking_failed(what: str, exc: Exception) -> McpError:
 
 # -- prompts --------------------------------------------------------------------------------------
 
-def list_prompts(engine: "Engine", call: Call) -> dict[str, Any]:
+def list_prompts(engine: Engine, call: Call) -> dict[str, Any]:
     return _page(engine, call, engine.catalog.list_prompts(), "prompts", lambda prompt: prompt.definition())
 
 
-def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
+def get_prompt(engine: Engine, call: Call) -> dict[str, Any]:
     name = call.params.get("name")
     if not isinstance(name, str):
         raise invalid_params("prompts/get: params.name must be a string")
@@ -401,15 +402,15 @@ def get_prompt(engine: "Engine", call: Call) -> dict[str, Any]:
 
 # -- resources ------------------------------------------------------------------------------------
 
-def list_resources(engine: "Engine", call: Call) -> dict[str, Any]:
+def list_resources(engine: Engine, call: Call) -> dict[str, Any]:
     return _page(engine, call, engine.catalog.list_resources(), "resources", lambda resource: resource.definition())
 
 
-def list_resource_templates(engine: "Engine", call: Call) -> dict[str, Any]:
+def list_resource_templates(engine: Engine, call: Call) -> dict[str, Any]:
     return _page(engine, call, engine.catalog.list_templates(), "resourceTemplates", lambda template: template.definition())
 
 
-def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
+def read_resource(engine: Engine, call: Call) -> dict[str, Any]:
     uri = call.params.get("uri")
     if not isinstance(uri, str):
         raise invalid_params("resources/read: params.uri must be a string")
@@ -436,7 +437,7 @@ def read_resource(engine: "Engine", call: Call) -> dict[str, Any]:
 
 # -- completion -----------------------------------------------------------------------------------
 
-def complete(engine: "Engine", call: Call) -> dict[str, Any]:
+def complete(engine: Engine, call: Call) -> dict[str, Any]:
     params = call.params
     ref, argument = params.get("ref"), params.get("argument")
     if not isinstance(ref, dict) or not isinstance(argument, dict):

@@ -7,8 +7,9 @@ which era to lock once the result has been written (the lock point of BEHAVIOR.m
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Union
+from typing import Any, Protocol
 
 from ..protocol.jsonrpc import McpError
 from ..protocol.versions import Era
@@ -47,10 +48,10 @@ class Deferred:
     transport answers then; no worker waits meanwhile. (A callback, not a Future: this is the
     gateway's hot path, and nobody ever blocks on it.)"""
 
-    then: "Callable[[Callable[[Outcome], None]], None]"
+    then: Callable[[Callable[[Outcome], None]], None]
 
 
-Outcome = Union[Success, Failure, Subscribed, NoResponse, Deferred]
+Outcome = Success | Failure | Subscribed | NoResponse | Deferred
 
 
 class Later(Protocol):

@@ -54,10 +54,10 @@ __all__ = [
     "MALFORMED",
     "MISMATCHED",
     "MRTR_METHODS",
+    "TAMPERED",
     "RequestStateError",
     "RequestStateSealer",
     "SealedState",
-    "TAMPERED",
     "request_digest",
 ]
 

@@ -71,15 +71,16 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .._futures import OneShot, settle
+from ..catalog.context import Context
+from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, key_of, missing_capability
 from ..errors import CallCancelled, CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
-from ..catalog.context import Context
-from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, key_of, missing_capability
 
 log = logging.getLogger("mcpsync")
 
@@ -108,8 +109,7 @@ def strip_era_fields(result: dict[str, Any]) -> dict[str, Any]:
     """The upstream's result without its own era's dressing (mcpsync dresses it for the
     downstream), in place: the dict is the gateway's own, fresh from the upstream's frame."""
     for key in _ERA_KEYS:
-        if key in result:
-            del result[key]
+        result.pop(key, None)
     meta = result.get("_meta")
     if isinstance(meta, dict):
         for key in [k for k in meta if k.startswith(_PROTOCOL_META_PREFIX)]:
@@ -148,10 +148,10 @@ class ForwardedCall(OneShot):
     def result(self, timeout: float) -> dict[str, Any]:
         """Wait for the result (raises the McpError); past `timeout` the upstream call is cancelled."""
         self._start()
-        if not self.wait(timeout):
-            if self.settle(error=CallTimeout(f"no answer within {timeout:g} s")):  # unless the answer won the race
-                self._on_timeout(f"timed out after {timeout:g} s")
-        return self.value()  # type: ignore[no-any-return]
+        if not self.wait(timeout) and self.settle(error=CallTimeout(f"no answer within {timeout:g} s")):  # unless the answer won the race
+            self._on_timeout(f"timed out after {timeout:g} s")
+        result: dict[str, Any] = self.value()
+        return result
 
     def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
         """End it (once: False if it had ended, a cancel or a timeout having won)."""
@@ -179,7 +179,7 @@ class _Question:
     """An upstream question waiting for the downstream's answer (2026-07-28)."""
 
     question: Question  # keyed
-    answer: "concurrent.futures.Future[dict[str, Any]]"
+    answer: concurrent.futures.Future[dict[str, Any]]
     asked: bool = False  # sent to the downstream in an input_required round
 
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..catalog.catalog import STALE
 from ..catalog.context import Context
@@ -68,7 +69,7 @@ class RemoteOptions:
 class RemoteTool:
     """A tool of an upstream, under the name the gateway exposes."""
 
-    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+    def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.upstream_name = definition["name"]
         self.name = source.options.prefix + self.upstream_name
@@ -86,7 +87,7 @@ class RemoteTool:
         """Forward and wait (used when an interceptor wraps tool calls)."""
         return self.start(arguments, ctx).result(self.source.options.call_timeout + 1.0)
 
-    def start(self, arguments: dict[str, Any], ctx: Context) -> "ForwardedCall":
+    def start(self, arguments: dict[str, Any], ctx: Context) -> ForwardedCall:
         """Forward without waiting: the engine answers the client when the upstream does."""
         return self.source.start_forward("tools/call", {"name": self.upstream_name, "arguments": arguments}, ctx)
 
@@ -95,7 +96,7 @@ class RemoteTool:
 
 
 class RemotePrompt:
-    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+    def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.upstream_name = definition["name"]
         self.name = source.options.prefix + self.upstream_name
@@ -114,7 +115,7 @@ class RemotePrompt:
 
 
 class RemoteResource:
-    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+    def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.uri = definition["uri"]
         self.name = definition.get("name", self.uri)
@@ -134,7 +135,7 @@ class RemoteResource:
 
 
 class RemoteTemplate(RemoteResource):
-    def __init__(self, source: "RemoteSource", definition: dict[str, Any]) -> None:
+    def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.uri_template = definition["uriTemplate"]
         self.uri = self.uri_template
@@ -388,9 +389,8 @@ class RemoteSource:
         try:
             if not cache.stale:  # another lister refreshed it while we waited
                 return cache.entries
-            if cache.failure is not None and cache.failed_at is not None:
-                if time.monotonic() - cache.failed_at < self.options.refresh_cooldown:
-                    raise cache.failure
+            if cache.failure is not None and cache.failed_at is not None and time.monotonic() - cache.failed_at < self.options.refresh_cooldown:
+                raise cache.failure
             try:
                 generation = cache.generation
                 cache.entries = self._fetch(session, kind)

@@ -9,7 +9,8 @@ whose answers the relay carries to the call's client, or, outside a call, gives 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ..client.session import ClientSession
 from ..protocol.versions import Era
@@ -21,7 +22,7 @@ class UpstreamSession(ClientSession):
     """The gateway's session with one upstream: a 2026-07-28 upstream is listened to as soon as it
     is open, since it tells only a listener about changes."""
 
-    def open(self) -> "UpstreamSession":
+    def open(self) -> UpstreamSession:
         super().open()
         if self.era is Era.MODERN:
             self.listen(tools=True, prompts=True, resources=True, queue_events=False)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import ujson
 
 from ..errors import McpsyncError
 
-RequestId = Union[str, int]
+RequestId = str | int
 
 
 class ErrorCode(enum.IntEnum):
@@ -109,7 +109,7 @@ class Invalid:
     answer: bool = True
 
 
-Message = Union[Request, Notification, Response, Invalid]
+Message = Request | Notification | Response | Invalid
 
 
 def is_request_id(value: object) -> bool:

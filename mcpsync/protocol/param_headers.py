@@ -11,7 +11,8 @@ drop such a tool, and a server does not check it.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 X_MCP_HEADER = "x-mcp-header"
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

@@ -25,7 +25,7 @@ from ..protocol.jsonrpc import ErrorCode, McpError, Response
 @dataclass(frozen=True, slots=True)
 class _Ask:
     method: str
-    future: "concurrent.futures.Future[dict[str, Any]]"
+    future: concurrent.futures.Future[dict[str, Any]]
     exchange: Any  # the request it was asked for
 
 
@@ -41,7 +41,7 @@ class PendingAsks:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def open(self, exchange: Any, method: str) -> tuple[str, "concurrent.futures.Future[dict[str, Any]]"]:
+    def open(self, exchange: Any, method: str) -> tuple[str, concurrent.futures.Future[dict[str, Any]]]:
         """A fresh id and its future, registered before anything is sent (an answer may come at
         once). Raises McpsyncError once the table has ended."""
         with self._lock:

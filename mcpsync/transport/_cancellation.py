@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger("mcpsync")
 
@@ -28,7 +28,7 @@ class Cancellable:
         self._lock = threading.Lock()
 
     @property
-    def cancel_event(self) -> "Cancellable":
+    def cancel_event(self) -> Cancellable:
         return self
 
     def is_set(self) -> bool:

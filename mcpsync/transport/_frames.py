@@ -8,12 +8,18 @@ are dropped as they arrive, up to its newline: it is never buffered, not even in
 
 from __future__ import annotations
 
-from typing import Union
+import enum
 
-TOO_LARGE = object()
-"""Marker for a frame longer than the limit (its bytes were dropped)."""
 
-Frame = Union[bytes, object]
+class _Marker(enum.Enum):
+    TOO_LARGE = "too large"
+
+
+TOO_LARGE = _Marker.TOO_LARGE
+"""Marker for a frame longer than the limit (its bytes were dropped); an enum member, so
+`frame is TOO_LARGE` tells a checker that any other frame is bytes."""
+
+Frame = bytes | _Marker
 
 
 class FrameSplitter:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..protocol.jsonrpc import ErrorCode, McpError, Request
 from ..protocol.param_headers import ParamHeader, render_value, value_at

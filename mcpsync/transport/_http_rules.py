@@ -23,7 +23,8 @@ an `Origin`, when present, must be a loopback origin, the same origin as `Host`,
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..protocol.jsonrpc import ErrorCode, Message, Notification, Request

@@ -52,7 +52,7 @@ class HttpServing:
         self._wake_closed = False
         self._serving = False
 
-    def start(self) -> "HttpServing":
+    def start(self) -> HttpServing:
         with self._lock:
             if not self._thread.is_alive() and self._thread.ident is None:
                 self._thread.start()
@@ -143,7 +143,7 @@ class HttpServing:
     def close(self) -> None:
         self.shutdown()
 
-    def __enter__(self) -> "HttpServing":
+    def __enter__(self) -> HttpServing:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -23,7 +23,8 @@ import logging
 import secrets
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..engine.session import Session
 from ._asks import PendingAsks

@@ -28,14 +28,15 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import McpsyncError
 from ..protocol import jsonrpc
+from ..protocol.jsonrpc import Request
 from ._asks import PendingAsks, cancelled_frame, request_frame
 from ._cancellation import Cancellable
-from ..protocol.jsonrpc import Request
 
 log = logging.getLogger("mcpsync")
 
@@ -283,7 +284,7 @@ class SseBody:
         self._finished = False
         self._closed = False
 
-    def __iter__(self) -> "SseBody":
+    def __iter__(self) -> SseBody:
         return self
 
     def __next__(self) -> bytes:

@@ -47,7 +47,8 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, cast
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from ._http_options import WsgiApp
@@ -250,7 +251,7 @@ class WsgiServer:
             pass
         _linger_close(sock, 0.1)  # briefly: the acceptor has others to accept
 
-    def _release(self, connection: "_Connection") -> None:
+    def _release(self, connection: _Connection) -> None:
         with self._lock:
             self._connections.pop(connection, None)
 
@@ -532,7 +533,7 @@ class _Connection:
 class _Response:
     """One response: the status and headers from `start_response`, then the body as framed."""
 
-    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, server: WsgiServer, body: "_FixedBody | None") -> None:
+    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, server: WsgiServer, body: _FixedBody | None) -> None:
         self._sock = sock
         self._head_only = environ["REQUEST_METHOD"] == "HEAD"
         self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"

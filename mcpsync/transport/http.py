@@ -59,7 +59,8 @@ import logging
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
@@ -256,7 +257,7 @@ class WsgiTransport:
             session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
             found = headers(environ)
             exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
-            check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731
+            check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
             return self._run(environ, start_response, exchange, session, Era.MODERN, check)
         if message.method == "initialize":
             created = self._sessions.new()
@@ -646,7 +647,7 @@ class WsgiTransport:
     def close(self) -> None:
         self.shutdown()
 
-    def __enter__(self) -> "WsgiTransport":
+    def __enter__(self) -> WsgiTransport:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

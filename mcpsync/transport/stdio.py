@@ -39,7 +39,8 @@ import os
 import select
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
@@ -49,10 +50,10 @@ from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ..protocol.versions import META_SUBSCRIPTION_ID, Era, claims_modern
-from ._frames import TOO_LARGE, FrameSplitter
-from ._output import Output
 from ._asks import PendingAsks, cancelled_frame, request_frame
 from ._cancellation import Cancellable
+from ._frames import TOO_LARGE, Frame, FrameSplitter
+from ._output import Output
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
 log = logging.getLogger("mcpsync")
@@ -72,7 +73,7 @@ class _Exchange(Cancellable):
 
     __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_asks")
 
-    def __init__(self, request: Request, output: Output, asks: "_Asks") -> None:
+    def __init__(self, request: Request, output: Output, asks: _Asks) -> None:
         super().__init__()
         self.request_id = request.id
         self.method = request.method
@@ -86,7 +87,7 @@ class _Exchange(Cancellable):
         self._asks = asks
 
     @property
-    def answered(self) -> "concurrent.futures.Future[None]":
+    def answered(self) -> concurrent.futures.Future[None]:
         """Resolved once the request is over (answered, or dropped). A forwarded call ends long
         after its worker returned, so this, not `future`, is what waits for a request. Made on
         first use: most requests are never waited for."""
@@ -114,7 +115,7 @@ class _Exchange(Cancellable):
             if not (self.done or self.cancelled_by_client):
                 self._output.write_locked(frame)
 
-    def ask(self, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+    def ask(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """Send the client a request on behalf of this one (`elicitation/create`,
         `sampling/createMessage`, `roots/list`) and return a future for its answer.
 
@@ -144,7 +145,7 @@ class _Asks:
         self._table = PendingAsks()
         self._closed: str | None = None  # why nothing more can be answered, once closing began
 
-    def ask(self, exchange: _Exchange | None, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+    def ask(self, exchange: _Exchange | None, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """For `exchange`, or (None) on behalf of no request: see `StdioServer.ask_client`."""
         with self._output.lock:
             self._refuse_locked(exchange, method)
@@ -177,7 +178,7 @@ class _Asks:
         if not self._table.answer(response):
             log.debug("ignoring a response to id %r: no request of this server is waiting for it", response.id)
 
-    def _given_up(self, ask_id: str, future: "concurrent.futures.Future[dict[str, Any]]") -> None:
+    def _given_up(self, ask_id: str, future: concurrent.futures.Future[dict[str, Any]]) -> None:
         """A done callback: when the waiter cancelled the future, forget the id and tell the client."""
         if future.cancelled() and self._table.forget(ask_id):
             self._write(cancelled_frame(ask_id, "the server stopped waiting for the answer"))
@@ -250,7 +251,7 @@ class StdioServer:
     def session(self) -> Session:
         return self._session
 
-    def ask_client(self, method: str, params: dict[str, Any]) -> "concurrent.futures.Future[dict[str, Any]]":
+    def ask_client(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """Send the client a request of this server's own, on behalf of no request (a gateway
         asking for the client's `roots/list` when an upstream asks outside any call). The future
         and the refusals are those of a tool's ask (`_Exchange.ask`), save the request's own."""
@@ -378,12 +379,12 @@ class StdioServer:
             self._take(frame)
         return bool(data)
 
-    def _take(self, frame: object) -> None:
+    def _take(self, frame: Frame) -> None:
         """Decode one frame; cancellations and responses act now, everything else queues in arrival order."""
         if frame is TOO_LARGE:
             self._pending.append(Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: frame too large")))
             return
-        message = jsonrpc.decode(frame)  # type: ignore[arg-type]
+        message = jsonrpc.decode(frame)
         if isinstance(message, Notification) and message.method == "notifications/cancelled":
             self._cancel(message.params.get("requestId"))
         elif isinstance(message, Response):  # a tool may be waiting for it: never queue it
@@ -476,7 +477,7 @@ class StdioServer:
             return
         frame = self._encode_outcome(request, outcome)
         with self._output.lock:
-            if self._end_locked(request.id, exchange) and frame is not None and not exchange.cancelled_by_client:
+            if self._end_locked(request.id, exchange) and frame is not None and not exchange.cancelled_by_client:  # noqa: SIM102 - the inner test writes
                 if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
                     self._session.commit_era(outcome.claims)
         exchange.finish()
@@ -543,7 +544,7 @@ class StdioServer:
         methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
         untagged = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
         with self._output.lock:
-            for (kind, method), plain in zip(methods, untagged):
+            for (kind, method), plain in zip(methods, untagged, strict=True):
                 if self._session.initialized:
                     self._output.write_locked(plain)
                 for subscription in self._subscriptions.for_kind(kind):
@@ -610,7 +611,7 @@ class StdioServer:
         error = McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)
         frames = [jsonrpc.encode(jsonrpc.error_frame(request_id, error)) for request_id, _ in left]
         with self._output.lock:
-            for (request_id, exchange), frame in zip(left, frames):
+            for (request_id, exchange), frame in zip(left, frames, strict=True):
                 if self._end_locked(request_id, exchange) and not exchange.cancelled_by_client:
                     self._output.write_locked(frame)
         for _, exchange in left:

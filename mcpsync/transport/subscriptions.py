@@ -8,8 +8,9 @@ Ids keep their JSON type (`7` and `"7"` are different subscriptions).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError
