@@ -57,9 +57,7 @@ UNORDERED = {"notes.console"}
 # property is {"type": ["string", "null"]}; catalog/validation.py's _compile_fast_check tests
 # `prop.get("type") not in _EXACT_TYPES` and a list is unhashable, so registering any tool whose
 # schema is flat with such a property raises TypeError.
-KNOWN_BROKEN = {
-    "notes.console": "validation.py: _compile_fast_check raises TypeError on a list-valued 'type'",
-}
+KNOWN_BROKEN: dict[str, str] = {}  # example -> why it fails today (xfail, strict: fixing it fails the test)
 
 # The shell blocks a page may still show as text: commands that install or start things and print
 # nothing to compare. A block with a "$ " prompt shows output, so it must be a .console file.

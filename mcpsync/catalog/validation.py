@@ -35,6 +35,7 @@ _EXACT_TYPES: dict[str, tuple[type, ...]] = {
     "integer": (int,),
     "number": (int, float),
     "boolean": (bool,),
+    "null": (type(None),),
 }
 # Keywords that do not constrain a value.
 _ANNOTATIONS = frozenset({"type", "description", "title", "default", "examples", "format", "deprecated"})
@@ -61,11 +62,14 @@ def _compile_fast_check(schema: dict[str, Any]) -> FastCheck | None:
         return None
     types: dict[str, tuple[type, ...]] = {}
     for name, prop in properties.items():
-        if not isinstance(prop, dict) or not set(prop) <= _ANNOTATIONS or prop.get("type") not in _EXACT_TYPES:
+        if not isinstance(prop, dict) or not set(prop) <= _ANNOTATIONS:
             return None
         if "format" in prop:  # formats may be asserted by some configurations: leave them to jsonschema
             return None
-        types[name] = _EXACT_TYPES[prop["type"]]
+        allowed = _exact_types(prop.get("type"))
+        if allowed is None:
+            return None
+        types[name] = allowed
     required_names = tuple(required)
 
     def check(arguments: Any) -> bool:
@@ -85,6 +89,15 @@ def _compile_fast_check(schema: dict[str, Any]) -> FastCheck | None:
         return True
 
     return check
+
+
+def _exact_types(json_type: Any) -> tuple[type, ...] | None:
+    """The Python types that certainly match a scalar `type` keyword: one name, or a list of names
+    (`["string", "null"]` is what an optional `str | None` parameter gets); None for anything else."""
+    names = [json_type] if isinstance(json_type, str) else json_type
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n in _EXACT_TYPES for n in names):
+        return None
+    return tuple(t for n in names for t in _EXACT_TYPES[n])
 
 
 def check_schema(schema: dict[str, Any]) -> None:

@@ -118,3 +118,38 @@ def test_jsonschema_is_imported_only_when_a_value_needs_it() -> None:
         "print('jsonschema' in sys.modules)\n"
     )
     assert out == "False True"
+
+
+# -- optional parameters: a list-valued `type` ---------------------------------------------------------
+
+def test_a_tool_with_an_optional_parameter_registers_and_checks_it() -> None:
+    """`b: str | None = None` gets `"type": ["string", "null"]`; such a tool could not even be
+    registered while the fast path looked the list up as a dict key."""
+    from mcpsync import Service
+
+    service = Service("optional")
+
+    @service.tool()
+    def pad(a: int, b: str | None = None) -> str:
+        return f"{a}{b or ''}"
+
+    validator = ArgumentValidator(service.tools[0].input_schema, "tool 'pad'")
+    for good in ({"a": 1}, {"a": 1, "b": None}, {"a": 1, "b": "x"}):
+        validator.validate(good)
+    assert "'b'" in str(refusal(service.tools[0].input_schema, {"a": 1, "b": 2}))
+
+
+@pytest.mark.parametrize(
+    ("json_type", "accepted", "refused"),
+    [
+        (["string", "null"], ["x", None], [1, True, [], {}]),
+        (["integer", "boolean"], [1, True], ["1", None, 1.5]),
+        (["number"], [1, 1.5], ["1", None]),
+    ],
+)
+def test_a_list_valued_type_is_checked_like_jsonschema(json_type: list[str], accepted: list[Any], refused: list[Any]) -> None:
+    check = SchemaCheck({"type": "object", "properties": {"v": {"type": json_type}}})
+    for value in accepted:
+        assert check.accepts({"v": value}), value
+    for value in refused:
+        assert not check.accepts({"v": value}), value
