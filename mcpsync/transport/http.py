@@ -53,7 +53,6 @@ several worker processes, route each session to one (sticky on `Mcp-Session-Id`)
 
 from __future__ import annotations
 
-import concurrent.futures
 import http
 import logging
 import threading
@@ -93,6 +92,7 @@ from ._http_rules import (
 )
 from ._http_sessions import HttpSession, SessionTable
 from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
+from ._inflight import SHUTTING_DOWN, InFlight, shutting_down_frame
 from ._wsgi_server import RESPOND_NOW
 from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
@@ -187,17 +187,15 @@ class WsgiTransport:
         self._shutdown_timeout = shutdown_timeout
         self._on_stopped = on_stopped
         self._sessions = SessionTable(idle_timeout=session_timeout, max_sessions=max_sessions, capacity=CHANNEL_CAPACITY)
-        self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="mcpsync-http-worker")
+        self._inflight: InFlight[Exchange] = InFlight(workers, "mcpsync-http-worker")  # keyed by the exchange itself
         # Guards everything below, and orders acks before changes. Re-entrant: answering an exchange
         # runs callbacks (`_forget`) that take it.
         self._lock = threading.RLock()
         self._listens: dict[Exchange, Subscription] = {}
         self._streams = 0  # open listens and GET streams
-        self._inflight: set[Exchange] = set()
         # Requests running inline, while their WSGI thread is inside the engine: the server's way
         # of answering from another thread (`RESPOND_NOW`), or None if it has none.
         self._inline: dict[Exchange, RespondNow | None] = {}
-        self._work: set[concurrent.futures.Future[None]] = set()
         self._closing = False
         self._clean = True
         self._stopped = threading.Event()
@@ -220,7 +218,7 @@ class WsgiTransport:
                 log.warning("refused a request from %s: %s (see allowed_hosts / allowed_origins)", environ.get("REMOTE_ADDR"), refusal)
                 raise _Refused(403, f"Forbidden: {refusal}")
             if self._closing:
-                raise _Refused(503, "the server is shutting down")
+                raise _Refused(503, SHUTTING_DOWN)
             method = environ.get("REQUEST_METHOD", "GET").upper()
             if method == "POST":
                 return self._post(environ, start_response)
@@ -296,7 +294,7 @@ class WsgiTransport:
             raise _Refused(406, "Not Acceptable: a GET stream is text/event-stream")
         with self._lock:
             if self._closing:
-                raise _Refused(503, "the server is shutting down")
+                raise _Refused(503, SHUTTING_DOWN)
             if owner.streaming:
                 raise _Refused(409, "Conflict: this session's GET stream is already open")
             if self._streams >= self._max_streams:
@@ -369,15 +367,13 @@ class WsgiTransport:
             work = None
             if not self._closing:
                 try:
-                    work = self._executor.submit(self._execute, exchange, session, era, header_check)
+                    work = self._inflight.submit(self._execute, exchange, session, era, header_check)
                 except RuntimeError:  # the executor stopped: the server is shutting down
                     pass
             if work is None:
                 exchange.answer(Final(None))
-                raise _Refused(503, "the server is shutting down", request.id)
-            self._inflight.add(exchange)
-            self._work.add(work)
-        work.add_done_callback(self._work_done)
+                raise _Refused(503, SHUTTING_DOWN, request.id)
+            self._inflight.add(exchange, exchange)
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         deadline = None if request.method == "subscriptions/listen" else time.monotonic() + self._request_timeout
         return self._respond(start_response, exchange, deadline, created)
@@ -399,8 +395,8 @@ class WsgiTransport:
         with self._lock:
             if self._closing:
                 exchange.answer(Final(None))
-                raise _Refused(503, "the server is shutting down", exchange.request.id)
-            self._inflight.add(exchange)
+                raise _Refused(503, SHUTTING_DOWN, exchange.request.id)
+            self._inflight.add(exchange, exchange)
             self._inline[exchange] = respond_now
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         try:
@@ -410,13 +406,8 @@ class WsgiTransport:
                 del self._inline[exchange]
         return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
 
-    def _work_done(self, work: concurrent.futures.Future[None]) -> None:
-        with self._lock:
-            self._work.discard(work)
-
     def _forget(self, exchange: Exchange) -> None:
-        with self._lock:
-            self._inflight.discard(exchange)
+        self._inflight.settle(exchange, exchange)
 
     def _execute(self, exchange: Exchange, session: Session, era: Era, header_check: Any) -> None:
         """On a worker: run the engine; the answer goes into the exchange's channel."""
@@ -597,31 +588,23 @@ class WsgiTransport:
             self._closing = True
             listens = list(self._listens.items())
             self._listens.clear()
-            inflight = list(self._inflight)
         if not first:
             return self._stopped.wait(budget + 1.0) and self._clean
         for exchange, subscription in listens:
             exchange.channel.finish(Final(self._complete_frame(subscription.id)))
         self._sessions.drain()
-        for exchange in inflight:
-            exchange.cancel()
-        concurrent.futures.wait([e.answered for e in inflight], timeout=max(0.0, deadline - time.monotonic()))
-        stopping = McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down")
-        for exchange in inflight:
-            final = Final(jsonrpc.encode(jsonrpc.error_frame(exchange.request.id, stopping)))
+        self._inflight.drain(max(0.0, deadline - time.monotonic()))
+        for _, exchange in self._inflight.unsettled():  # past the deadline: the exchange's answer() decides once
+            final = Final(shutting_down_frame(exchange.request.id))
             if exchange.answer(final):
                 self._deliver_past_inline(exchange, final)
-        with self._lock:
-            work = set(self._work)
-        running = len(concurrent.futures.wait(work, timeout=max(0.0, deadline - time.monotonic())).not_done)
+        running = self._inflight.wait_workers(deadline)
         with self._lock:
             running += len(self._inline)
+        self._inflight.stop_workers(clean=not running)
         if running:
             self._clean = False
             log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", running)
-            self._executor.shutdown(wait=False, cancel_futures=True)
-        else:
-            self._executor.shutdown(wait=True)
         if self._on_stopped is not None:
             try:
                 self._on_stopped()

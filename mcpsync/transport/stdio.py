@@ -38,7 +38,6 @@ import logging
 import os
 import select
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +52,7 @@ from ..protocol.versions import META_SUBSCRIPTION_ID, Era, claims_modern
 from ._asks import PendingAsks, cancelled_frame, request_frame
 from ._cancellation import Cancellable
 from ._frames import TOO_LARGE, Frame, FrameSplitter
+from ._inflight import SHUTTING_DOWN, InFlight, shutting_down_frame
 from ._output import Output
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
@@ -63,8 +63,6 @@ READ_CHUNK = 1 << 16
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 # Decoded frames held back while a request that must finish first runs; past this, stop reading.
 _MAX_PENDING = 1024
-SHUTTING_DOWN = "the server is shutting down"
-"""The -32603 answer of a request that shutdown gave up on, or never ran."""
 
 
 class _Exchange(Cancellable):
@@ -225,11 +223,10 @@ class StdioServer:
         self._splitter = FrameSplitter(max_frame_bytes)
         self._drain_timeout = drain_timeout
         self._shutdown_timeout = shutdown_timeout
-        self._inflight: dict[Any, _Exchange] = {}
+        self._inflight: InFlight[_Exchange] = InFlight(workers, "mcpsync-worker")  # keyed by request id
         self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
         self._asks = _Asks(self._output, self._session)  # the server's own requests, awaiting answers
         self._closing = False  # set under the output lock when shutdown begins
-        self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="mcpsync-worker")  # its threads start with the first request
         self._wake_r, self._wake_w = os.pipe()  # shutdown requests (and signals) wake the reader
         self._done_r, self._done_w = os.pipe()  # so does a request it must wait for
         for fd in (self._wake_r, self._wake_w, self._done_r, self._done_w):
@@ -405,19 +402,18 @@ class StdioServer:
                 log.exception("the on_notification callback failed on %s", message.method)
 
     def _accept_request(self, request: Request) -> None:
-        if request.id in self._inflight or request.id in self._subscriptions:
+        exchange = _Exchange(request, self._output, self._asks)
+        if request.id in self._subscriptions or not self._inflight.add(request.id, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             self._send(jsonrpc.error_frame(request.id, error))
             return
-        exchange = _Exchange(request, self._output, self._asks)
-        self._inflight[request.id] = exchange
         if self._engine.forwards_at_once(request):
             self._execute(request, exchange)  # here: it only sends the call upstream
         else:
             try:
-                exchange.future = self._executor.submit(self._execute, request, exchange)
+                exchange.future = self._inflight.submit(self._execute, request, exchange)
             except RuntimeError:  # the executor is shutting down
-                self._inflight.pop(request.id, None)
+                self._inflight.settle(request.id, exchange)
                 return
         if self._must_finish_first(request):
             self._blocking = exchange.answered
@@ -456,7 +452,7 @@ class StdioServer:
         exchange.cancel()
         if exchange.future is not None and exchange.future.cancel():
             with self._output.lock:
-                self._inflight.pop(request_id, None)
+                self._inflight.settle(request_id, exchange)
             exchange.finish()
 
     def _drop_pending(self, request_id: Any) -> None:
@@ -486,8 +482,7 @@ class StdioServer:
         """Under the output lock: the request leaves the in-flight table and nothing more of it
         (no notification) may be written. False when it had ended already: the shutdown answered
         it past its deadline, so what it returns now is dropped."""
-        self._inflight.pop(request_id, None)
-        first = not exchange.done
+        first = self._inflight.settle(request_id, exchange)
         exchange.done = True
         return first
 
@@ -562,42 +557,15 @@ class StdioServer:
                 self._output.write_locked(tagged_frame(method, subscription.id, params))
 
     # -- stopping --------------------------------------------------------------------------------
-    def _finish_requests(self, graceful: bool) -> set[concurrent.futures.Future[None]]:
-        """Let running requests end: all the drain time after end of input, or, once shutdown is
-        asked for (now or during the drain), cancelled and given the shutdown time. Returns
-        those still running at the deadline."""
-        now = time.monotonic()
-        deadline = now + (self._shutdown_timeout if graceful else self._drain_timeout)
-        running = {exchange.answered for exchange in list(self._inflight.values())}
-        while running:
-            if graceful or self._stop_future.done():
-                if not graceful:
-                    graceful = True
-                    deadline = min(deadline, time.monotonic() + self._shutdown_timeout)
-                for exchange in list(self._inflight.values()):
-                    exchange.cancel()
-                waited = concurrent.futures.wait(running, timeout=max(0.0, deadline - time.monotonic()))
-            else:
-                waited = concurrent.futures.wait(
-                    running | {self._stop_future},
-                    timeout=max(0.0, deadline - time.monotonic()),
-                    return_when=concurrent.futures.FIRST_COMPLETED,
-                )
-            running -= waited.done
-            if time.monotonic() >= deadline or (graceful and running):
-                break
-        return running
-
     def _refuse_held_back(self) -> None:
         """The frames read but held back behind a request that had to finish first will never be
         dispatched: answer each request among them -32603 (a malformed frame its own error, as
         dispatching it would have), so none goes unanswered. Empty after end of input, which
         dispatches everything first."""
-        error = McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)
         while self._pending:
             message = self._pending.popleft()
             if isinstance(message, Request):
-                self._send(jsonrpc.error_frame(message.id, error))
+                self._output.write(shutting_down_frame(message.id))
             else:
                 self._dispatch(message)
 
@@ -606,10 +574,8 @@ class StdioServer:
         worker, or waiting for an upstream) that the client did not cancel. Each answer is written
         under the output lock only if the request had not ended meanwhile (`_end_locked`), so it is
         the request's one answer, and what the request returns later is dropped."""
-        with self._output.lock:
-            left = list(self._inflight.items())
-        error = McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)
-        frames = [jsonrpc.encode(jsonrpc.error_frame(request_id, error)) for request_id, _ in left]
+        left = self._inflight.unsettled()
+        frames = [shutting_down_frame(request_id) for request_id, _ in left]
         with self._output.lock:
             for (request_id, exchange), frame in zip(left, frames, strict=True):
                 if self._end_locked(request_id, exchange) and not exchange.cancelled_by_client:
@@ -625,14 +591,17 @@ class StdioServer:
                     self._output.write_locked(self._listen_complete_frame(subscription.id))
         self._asks.close(SHUTTING_DOWN if graceful else "the connection closed")
         self._refuse_held_back()
-        still_running = self._finish_requests(graceful)
+        # Let running requests end: all the drain time after end of input, or, once shutdown is
+        # asked for (now or during the drain), cancelled and given the shutdown time.
+        if graceful:
+            still_running = self._inflight.drain(self._shutdown_timeout)
+        else:
+            still_running = self._inflight.drain(self._drain_timeout, stop=self._stop_future, grace=self._shutdown_timeout)
+        self._inflight.stop_workers(clean=not still_running)
         if still_running:
             self._clean = False
-            log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", len(still_running))
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", still_running)
             self._answer_unfinished()
-        else:
-            self._executor.shutdown(wait=True)
         self._output.close()
         with self._state_lock:
             self._wake_closed = True
