@@ -19,6 +19,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, Request, method_not_found
+from ..protocol.methods import HANDSHAKE_METHODS, MODERN_METHODS, MODERN_ONLY_METHODS
 from ..protocol.versions import (
     META_SERVER_INFO,
     Envelope,
@@ -32,6 +33,7 @@ from . import operations
 from .interceptors import Call, Interceptor, TransportInfo
 from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .request_state import DEFAULT_TTL, RequestStateSealer
+from .served import Served
 from .session import Session
 
 log = logging.getLogger("mcpsync")
@@ -73,19 +75,55 @@ class Engine:
             raise ValueError("page_size must be at least 1")
         if cache_scope not in ("public", "private"):
             raise ValueError("cache_scope must be 'public' or 'private'")
-        self.catalog = catalog
-        self.server_info = dict(server_info)
-        self.instructions = instructions
-        self.interceptors = tuple(interceptors)
-        self.tool_filter = tool_filter
-        self.page_size = page_size
-        self.ttl_ms = ttl_ms
-        self.cache_scope = cache_scope
-        self.request_states = RequestStateSealer(request_state_secret, ttl=request_state_ttl)
-        """Seals the `requestState` of 2026-07-28 `input_required` results (see `mrtr`)."""
         if not ask_timeout > 0:
             raise ValueError("ask_timeout must be positive")
-        self.ask_timeout = ask_timeout
+        self.served = Served(
+            catalog=catalog,
+            server_info=dict(server_info),
+            instructions=instructions,
+            interceptors=tuple(interceptors),
+            tool_filter=tool_filter,
+            page_size=page_size,
+            request_states=RequestStateSealer(request_state_secret, ttl=request_state_ttl),
+            ask_timeout=ask_timeout,
+        )
+        """What the operations read: the one copy of the settings they share with the engine."""
+        self.ttl_ms = ttl_ms
+        self.cache_scope = cache_scope
+
+    # The settings live in `served`; these are the ones callers read (and the CLI sets).
+    @property
+    def catalog(self) -> Catalog:
+        return self.served.catalog
+
+    @property
+    def interceptors(self) -> tuple[Interceptor, ...]:
+        return self.served.interceptors
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        return self.served.server_info
+
+    @property
+    def tool_filter(self) -> Callable[[Tool], bool] | None:
+        return self.served.tool_filter
+
+    @property
+    def page_size(self) -> int:
+        return self.served.page_size
+
+    @page_size.setter
+    def page_size(self, value: int) -> None:
+        self.served.page_size = value
+
+    @property
+    def request_states(self) -> RequestStateSealer:
+        """Seals the `requestState` of 2026-07-28 `input_required` results (see `mrtr`)."""
+        return self.served.request_states
+
+    @request_states.setter
+    def request_states(self, sealer: RequestStateSealer) -> None:
+        self.served.request_states = sealer
 
     def runs_inline(self, request: Request) -> bool:
         """Whether `request` answers (or defers to an upstream) without sending anything first and
@@ -171,7 +209,7 @@ class Engine:
             return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
         if modern or session.era is Era.MODERN:
             if session.era is Era.HANDSHAKE:
-                if method in operations.MODERN_ONLY_METHODS:
+                if method in MODERN_ONLY_METHODS:
                     raise method_not_found(method)
                 raise McpError(
                     ErrorCode.INVALID_REQUEST,
@@ -182,12 +220,12 @@ class Engine:
             if header_check is not None:
                 header_check(request, envelope)
             check_modern_version(envelope.protocol_version)
-            if method not in operations.MODERN_METHODS:
+            if method not in MODERN_METHODS:
                 raise method_not_found(method)
             return Call(request, session, Era.MODERN, envelope, transport, exchange)
         if "_meta" in params and type(params["_meta"]) is not dict:
             raise McpError(ErrorCode.INVALID_PARAMS, "params._meta must be an object")
-        if method not in operations.HANDSHAKE_METHODS:
+        if method not in HANDSHAKE_METHODS:
             raise method_not_found(method)
         return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
 
@@ -219,7 +257,7 @@ class Engine:
                 replacement = interceptor.before_execute(call)
                 if replacement is not None:
                     return Success(replacement)
-            result = operations.OPERATIONS[call.method](self, call)
+            result = operations.OPERATIONS[call.method](self.served, call)
         except McpError as exc:
             return Failure(exc)
         except Exception:

@@ -1,4 +1,4 @@
-"""The domain operations: one function per MCP method, each `(engine, call) -> result`.
+"""The domain operations: one function per MCP method, each `(served, call) -> result`.
 
 Strategy: operations see a classified `Call` (era and envelope already checked) and return the bare
 result dict; the engine adds the era's dressing. They raise `McpError` for the client's mistakes.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..catalog.catalog import paginate
 from ..catalog.content import ResourceNotFound, ToolError
@@ -31,18 +31,16 @@ from ..protocol.versions import (
 from . import mrtr
 from .interceptors import Call, Interceptor, ToolCall
 from .outcome import Later, Subscribed
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from .served import Served
 
 log = logging.getLogger("mcpsync")
 
-Operation = Callable[["Engine", Call], Any]
+Operation = Callable[[Served, Call], Any]
 
 
 # -- capabilities: what discover and initialize advertise ------------------------------------------
 
-def server_capabilities(engine: Engine, call: Call) -> dict[str, Any]:
+def server_capabilities(served: Served, call: Call) -> dict[str, Any]:
     """The one place capabilities are decided, for both eras and every transport.
 
     Change notifications are advertised only where the transport can deliver them: through
@@ -78,7 +76,7 @@ def accepted_filter(requested: dict[str, Any], capabilities: dict[str, Any]) -> 
     return accepted
 
 
-def listen(engine: Engine, call: Call) -> Subscribed:
+def listen(served: Served, call: Call) -> Subscribed:
     if not call.transport.supports_subscriptions:
         raise McpError(ErrorCode.METHOD_NOT_FOUND, "subscriptions/listen is not available on this transport", {"method": call.method})
     requested = call.params.get("notifications")
@@ -90,15 +88,15 @@ def listen(engine: Engine, call: Call) -> Subscribed:
     uris = requested.get("resourceSubscriptions")
     if uris is not None and (not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris)):
         raise invalid_params("subscriptions/listen: notifications.resourceSubscriptions must be a list of strings")
-    return Subscribed(call.request.id, accepted_filter(requested, server_capabilities(engine, call)))
+    return Subscribed(call.request.id, accepted_filter(requested, server_capabilities(served, call)))
 
 
-def subscribe_resource(engine: Engine, call: Call) -> dict[str, Any]:
+def subscribe_resource(served: Served, call: Call) -> dict[str, Any]:
     call.session.subscribe_resource(_require_uri(call))
     return {}
 
 
-def unsubscribe_resource(engine: Engine, call: Call) -> dict[str, Any]:
+def unsubscribe_resource(served: Served, call: Call) -> dict[str, Any]:
     call.session.unsubscribe_resource(_require_uri(call))
     return {}
 
@@ -114,7 +112,7 @@ def _require_uri(call: Call) -> str:
 
 # -- lifecycle ------------------------------------------------------------------------------------
 
-def initialize(engine: Engine, call: Call) -> dict[str, Any]:
+def initialize(served: Served, call: Call) -> dict[str, Any]:
     params = call.params
     requested = params.get("protocolVersion")
     if not isinstance(requested, str):
@@ -132,35 +130,35 @@ def initialize(engine: Engine, call: Call) -> dict[str, Any]:
     session.client_info = client_info
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(engine, call),
-        "serverInfo": engine.server_info,
+        "capabilities": server_capabilities(served, call),
+        "serverInfo": served.server_info,
     }
-    instructions = _instructions(engine)
+    instructions = _instructions(served)
     if instructions:
         result["instructions"] = instructions
     return result
 
 
-def discover(engine: Engine, call: Call) -> dict[str, Any]:
+def discover(served: Served, call: Call) -> dict[str, Any]:
     result: dict[str, Any] = {
         "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": server_capabilities(engine, call),
+        "capabilities": server_capabilities(served, call),
     }
-    instructions = _instructions(engine)
+    instructions = _instructions(served)
     if instructions:
         result["instructions"] = instructions
     return result
 
 
-def _instructions(engine: Engine) -> str | None:
-    return engine.instructions or engine.catalog.snapshot.instructions
+def _instructions(served: Served) -> str | None:
+    return served.instructions or served.catalog.snapshot.instructions
 
 
-def ping(engine: Engine, call: Call) -> dict[str, Any]:
+def ping(served: Served, call: Call) -> dict[str, Any]:
     return {}
 
 
-def set_log_level(engine: Engine, call: Call) -> dict[str, Any]:
+def set_log_level(served: Served, call: Call) -> dict[str, Any]:
     level = call.params.get("level")
     if not is_log_level(level):
         raise invalid_params(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}")
@@ -170,7 +168,7 @@ def set_log_level(engine: Engine, call: Call) -> dict[str, Any]:
 
 # -- the request context a function sees ----------------------------------------------------------
 
-def make_context(engine: Engine, call: Call) -> Context:
+def make_context(served: Served, call: Call) -> Context:
     meta = call.params.get("_meta")
     progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
     if call.era is Era.MODERN:
@@ -182,7 +180,7 @@ def make_context(engine: Engine, call: Call) -> Context:
     else:
         wants_log = call.session.wants_log
         capabilities, client_info = call.session.client_capabilities, call.session.client_info
-    answers, state = mrtr.prepare(engine.request_states, call)
+    answers, state = mrtr.prepare(served.request_states, call)
     return Context(
         request_id=call.request.id,
         era=call.era,
@@ -197,18 +195,18 @@ def make_context(engine: Engine, call: Call) -> Context:
         ask_client=getattr(call.exchange, "ask", None) if call.era is Era.HANDSHAKE else None,
         answers=answers,
         state=state,
-        ask_timeout=engine.ask_timeout,
-        seal=mrtr.sealer_for(engine.request_states, call),
+        ask_timeout=served.ask_timeout,
+        seal=mrtr.sealer_for(served.request_states, call),
     )
 
 
 # -- tools ----------------------------------------------------------------------------------------
 
-def _visible_tools(engine: Engine) -> tuple[Tool, ...]:
-    tools = engine.catalog.list_tools()
-    if engine.tool_filter is None:
+def _visible_tools(served: Served) -> tuple[Tool, ...]:
+    tools = served.catalog.list_tools()
+    if served.tool_filter is None:
         return tools
-    return tuple(tool for tool in tools if engine.tool_filter(tool))
+    return tuple(tool for tool in tools if served.tool_filter(tool))
 
 
 def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
@@ -221,21 +219,21 @@ def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
     return wire
 
 
-def _page(engine: Engine, call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+def _page(served: Served, call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     """One page of a list method's result, with the cursor of the next page if there is one."""
-    page, next_cursor = paginate(entries, call.params, engine.page_size)
+    page, next_cursor = paginate(entries, call.params, served.page_size)
     result: dict[str, Any] = {key: [describe(entry) for entry in page]}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
 
 
-def list_tools(engine: Engine, call: Call) -> dict[str, Any]:
+def list_tools(served: Served, call: Call) -> dict[str, Any]:
     version = call.protocol_version
-    return _page(engine, call, _visible_tools(engine), "tools", lambda tool: _tool_definition(tool, version))
+    return _page(served, call, _visible_tools(served), "tools", lambda tool: _tool_definition(tool, version))
 
 
-def call_tool(engine: Engine, call: Call) -> dict[str, Any] | Forwarded:
+def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     name = call.params.get("name")
     if not isinstance(name, str):
         raise invalid_params("tools/call: params.name must be a string")
@@ -244,8 +242,8 @@ def call_tool(engine: Engine, call: Call) -> dict[str, Any] | Forwarded:
         arguments = {}
     elif not isinstance(arguments, dict):
         raise invalid_params("tools/call: params.arguments must be an object")
-    tool = engine.catalog.find_tool(name)
-    if tool is None or (engine.tool_filter is not None and not engine.tool_filter(tool)):
+    tool = served.catalog.find_tool(name)
+    if tool is None or not served.visible(tool):
         raise invalid_params(f"Unknown tool: {name}", {"name": name})
     refused = _refused_arguments(tool, arguments)
     if refused is not None:
@@ -261,11 +259,11 @@ def call_tool(engine: Engine, call: Call) -> dict[str, Any] | Forwarded:
                 )
             return error_result(f"Tool '{name}' requires client capabilities the client did not declare: {', '.join(missing)}")
     gate = version_at_least(call.protocol_version, "2025-06-18")
-    context = make_context(engine, call)
+    context = make_context(served, call)
     start = getattr(tool, "start", None)
-    if start is not None and not (engine.interceptors and _wraps_tool_calls(engine)):
+    if start is not None and not (served.interceptors and _wraps_tool_calls(served)):
         return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
-    run = _chain(engine, tool)
+    run = _chain(served, tool)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
 
 
@@ -288,10 +286,10 @@ def _gated(result: dict[str, Any], structured_allowed: bool) -> dict[str, Any]:
     return result
 
 
-def _wraps_tool_calls(engine: Engine) -> bool:
+def _wraps_tool_calls(served: Served) -> bool:
     """Whether an interceptor overrides around_tool_call (then a forwarded call runs synchronously,
     so the interceptor sees and may replace its result)."""
-    return any(type(i).around_tool_call is not Interceptor.around_tool_call for i in engine.interceptors)
+    return any(type(i).around_tool_call is not Interceptor.around_tool_call for i in served.interceptors)
 
 
 @dataclass(slots=True)
@@ -325,16 +323,16 @@ def missing_capabilities(required: dict[str, Any], declared: dict[str, Any]) -> 
     return missing
 
 
-def _chain(engine: Engine, tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
+def _chain(served: Served, tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
     def innermost(tool_call: ToolCall) -> dict[str, Any]:
-        if engine.interceptors:  # an interceptor may have changed them: check again
+        if served.interceptors:  # an interceptor may have changed them: check again
             refused = _refused_arguments(tool, tool_call.arguments)
             if refused is not None:
                 return refused
         return _run_tool(tool, tool_call)
 
     proceed: Callable[[ToolCall], dict[str, Any]] = innermost
-    for interceptor in reversed(engine.interceptors):
+    for interceptor in reversed(served.interceptors):
         proceed = _wrap(interceptor, proceed)
     return proceed
 
@@ -374,21 +372,21 @@ def _asking_failed(what: str, exc: Exception) -> McpError:
 
 # -- prompts --------------------------------------------------------------------------------------
 
-def list_prompts(engine: Engine, call: Call) -> dict[str, Any]:
-    return _page(engine, call, engine.catalog.list_prompts(), "prompts", lambda prompt: prompt.definition())
+def list_prompts(served: Served, call: Call) -> dict[str, Any]:
+    return _page(served, call, served.catalog.list_prompts(), "prompts", lambda prompt: prompt.definition())
 
 
-def get_prompt(engine: Engine, call: Call) -> dict[str, Any]:
+def get_prompt(served: Served, call: Call) -> dict[str, Any]:
     name = call.params.get("name")
     if not isinstance(name, str):
         raise invalid_params("prompts/get: params.name must be a string")
     arguments = call.params.get("arguments") or {}
     if not isinstance(arguments, dict):
         raise invalid_params("prompts/get: params.arguments must be an object")
-    prompt = engine.catalog.find_prompt(name)
+    prompt = served.catalog.find_prompt(name)
     if prompt is None:
         raise invalid_params(f"Unknown prompt: {name}", {"name": name})
-    ctx = make_context(engine, call)
+    ctx = make_context(served, call)
     try:
         return mrtr.answering(call, ctx, lambda: prompt.get(arguments, ctx))
     except (ClientRefused, AskCancelled) as exc:
@@ -402,23 +400,23 @@ def get_prompt(engine: Engine, call: Call) -> dict[str, Any]:
 
 # -- resources ------------------------------------------------------------------------------------
 
-def list_resources(engine: Engine, call: Call) -> dict[str, Any]:
-    return _page(engine, call, engine.catalog.list_resources(), "resources", lambda resource: resource.definition())
+def list_resources(served: Served, call: Call) -> dict[str, Any]:
+    return _page(served, call, served.catalog.list_resources(), "resources", lambda resource: resource.definition())
 
 
-def list_resource_templates(engine: Engine, call: Call) -> dict[str, Any]:
-    return _page(engine, call, engine.catalog.list_templates(), "resourceTemplates", lambda template: template.definition())
+def list_resource_templates(served: Served, call: Call) -> dict[str, Any]:
+    return _page(served, call, served.catalog.list_templates(), "resourceTemplates", lambda template: template.definition())
 
 
-def read_resource(engine: Engine, call: Call) -> dict[str, Any]:
+def read_resource(served: Served, call: Call) -> dict[str, Any]:
     uri = call.params.get("uri")
     if not isinstance(uri, str):
         raise invalid_params("resources/read: params.uri must be a string")
-    found = engine.catalog.find_resource(uri)
+    found = served.catalog.find_resource(uri)
     if found is None:
         raise resource_not_found(uri, modern=call.era is Era.MODERN)
     entry, variables = found
-    ctx = make_context(engine, call)
+    ctx = make_context(served, call)
     try:
         contents = mrtr.answering(call, ctx, lambda: entry.read(uri, variables, ctx))
         if isinstance(contents, dict):  # input_required
@@ -437,7 +435,7 @@ def read_resource(engine: Engine, call: Call) -> dict[str, Any]:
 
 # -- completion -----------------------------------------------------------------------------------
 
-def complete(engine: Engine, call: Call) -> dict[str, Any]:
+def complete(served: Served, call: Call) -> dict[str, Any]:
     params = call.params
     ref, argument = params.get("ref"), params.get("argument")
     if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -449,7 +447,7 @@ def complete(engine: Engine, call: Call) -> dict[str, Any]:
     given = (context.get("arguments") or {}) if isinstance(context, dict) else {}
     if not isinstance(given, dict):
         raise invalid_params("completion/complete: context.arguments must be an object")
-    catalog = engine.catalog
+    catalog = served.catalog
     entry: Any  # a local prompt or template, or an upstream's: each has complete()
     if ref.get("type") == "ref/prompt":
         name = ref.get("name")
@@ -469,7 +467,7 @@ def complete(engine: Engine, call: Call) -> dict[str, Any]:
     return completion
 
 
-# -- which methods exist in which era -------------------------------------------------------------
+# -- the implementation of every method of either era --------------------------------------------
 
 OPERATIONS: dict[str, Operation] = {
     "initialize": initialize,
@@ -488,19 +486,3 @@ OPERATIONS: dict[str, Operation] = {
     "resources/subscribe": subscribe_resource,
     "resources/unsubscribe": unsubscribe_resource,
 }
-
-_COMMON = frozenset(
-    {
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "completion/complete",
-    }
-)
-HANDSHAKE_METHODS = _COMMON | {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
-MODERN_METHODS = _COMMON | MODERN_ONLY_METHODS

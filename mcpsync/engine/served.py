@@ -1,0 +1,42 @@
+"""What the domain operations read of the server: the narrow context they run against.
+
+Strategy: an operation needs the catalog and a few settings (how tools are filtered, how long a
+page is, how `requestState` is sealed...), never the engine that dispatches it. Passing only these
+keeps an operation testable without an engine and keeps the engine's own concerns (era checks,
+interceptor hooks, result dressing, cache hints) out of its reach. One instance per engine; the
+engine's settings are its fields, so a change (the CLI's page size, a new sealer) reaches every
+operation at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog.catalog import Catalog
+from ..catalog.service import Tool
+from .interceptors import Interceptor
+from .request_state import RequestStateSealer
+
+
+@dataclass(slots=True)
+class Served:
+    catalog: Catalog
+    server_info: dict[str, Any]
+    """Named in the `initialize` result (and, by the engine, in every 2026-07-28 result)."""
+    instructions: str | None
+    """The server's own instructions; without them, the catalog's."""
+    interceptors: tuple[Interceptor, ...]
+    """`around_tool_call` wraps local tools; with one, a forwarded call runs synchronously."""
+    tool_filter: Callable[[Tool], bool] | None
+    """Hides tools from listing and calling (None: every tool is served)."""
+    page_size: int
+    request_states: RequestStateSealer
+    """Seals the `requestState` of 2026-07-28 `input_required` results (see `mrtr`)."""
+    ask_timeout: float
+    """How long a function's question to a handshake-era client may wait for its answer."""
+
+    def visible(self, tool: Tool) -> bool:
+        """Whether `tool` is served (listed and callable) under the filter."""
+        return self.tool_filter is None or self.tool_filter(tool)
