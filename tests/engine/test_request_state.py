@@ -320,16 +320,20 @@ def test_the_retry_only_fields_are_not_bound(sealer: RequestStateSealer) -> None
 
 @pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
 def test_empty_or_null_arguments_mean_no_arguments(sealer: RequestStateSealer, method: str) -> None:
-    token = sealer.seal(method, {"name": "x"}, {})
+    answers = {"q": {"action": "accept"}}
+    token = sealer.seal(method, {"name": "x"}, answers, app_state="s")
     for retry in ({"name": "x", "arguments": {}}, {"name": "x", "arguments": None}, {"name": "x"}):
-        sealer.open(token, method, retry)
-    token = sealer.seal(method, {"name": "x", "arguments": {}}, {})
-    sealer.open(token, method, {"name": "x"})
+        opened = sealer.open(token, method, retry)  # the binding matches: nothing raised
+        assert (opened.answers, opened.app_state) == (answers, "s"), retry
+    token = sealer.seal(method, {"name": "x", "arguments": {}}, answers)
+    assert sealer.open(token, method, {"name": "x"}).answers == answers
+    assert reason_of(lambda: sealer.open(token, method, {"name": "x", "arguments": {"a": 1}})) == MISMATCHED
 
 
 def test_none_params_are_empty_params(sealer: RequestStateSealer) -> None:
-    sealer.open(sealer.seal("resources/read", None, {}), "resources/read", {})
-    sealer.open(sealer.seal("resources/read", {}, {}), "resources/read", None)
+    answers = {"q": {"action": "decline"}}
+    assert sealer.open(sealer.seal("resources/read", None, answers), "resources/read", {}).answers == answers
+    assert sealer.open(sealer.seal("resources/read", {}, answers), "resources/read", None).answers == answers
 
 
 def test_audiences_must_match(clock: Clock) -> None:
