@@ -310,7 +310,7 @@ class _Background:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                     return
             except OSError:
-                time.sleep(0.1)
+                time.sleep(0.1)  # polling the port: another process starting to listen signals nothing here
         pytest.fail(
             f"{self.what} did not listen on port {port} within {START_TIMEOUT}s\ncommand: {shlex.join(self.argv)}\n"
             f"--- its output ---\n{self.log_tail()}",

@@ -249,7 +249,7 @@ def everything_http(everything: list[str]) -> Iterator[str]:
                     log.seek(0)
                     if HTTP_READY in log.read().decode("utf-8", "replace"):
                         break
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # polling the log file for the ready line: nothing signals a write to it
                 log.seek(0)
                 output = log.read().decode("utf-8", "replace")
                 if proc.poll() is None and HTTP_READY in output:

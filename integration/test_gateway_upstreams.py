@@ -77,7 +77,7 @@ def poll(condition: Callable[[], Any], timeout: float, what: str) -> Any:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(0.01)  # what is polled signals nothing: /proc, or an upstream applying its roots in its own time
 
 
 def server_of(pgid: int) -> int | None:
