@@ -19,15 +19,8 @@ Strategy (ARCHITECTURE.md's threading contract):
 The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninterruptible read, so
 `shutdown()` can always reach it.
 
-Server-to-client requests (handshake era only): a tool's `ctx.elicit`/`sample`/`roots` reach
-`_Exchange.ask`, which gives the request a fresh `"mcpsync-N"` id, registers it and writes it in one
-critical section of the output lock, and returns a future. The reader routes each response to its
-future as soon as it decodes it (like a cancel, never queued behind other frames), so a tool waiting
-for an answer cannot stall the reader. A waiter that gives up cancels the future: the id is
-forgotten and the client gets `notifications/cancelled`. Asks still open when their request is
-answered are failed (and cancelled on the wire); every open ask fails at end of input or shutdown.
-Nothing is ever written for an ask unless the connection completed `initialize` (a 2026-07-28
-connection never sees a request from the server).
+Server-to-client requests (handshake era only), and the request-scoped notifications, go through
+each request's exchange (`_stdio_exchange`).
 """
 
 from __future__ import annotations
@@ -45,15 +38,13 @@ from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
-from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
-from ..protocol.versions import META_SUBSCRIPTION_ID, Era, claims_modern
-from ._asks import PendingAsks, cancelled_frame, request_frame
-from ._cancellation import Cancellable
+from ..protocol.versions import META_SUBSCRIPTION_ID, Era
 from ._frames import TOO_LARGE, Frame, FrameSplitter
 from ._inflight import SHUTTING_DOWN, InFlight, shutting_down_frame
 from ._output import Output
+from ._stdio_exchange import Asks, Exchange
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
 log = logging.getLogger("mcpsync")
@@ -63,138 +54,6 @@ READ_CHUNK = 1 << 16
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 # Decoded frames held back while a request that must finish first runs; past this, stop reading.
 _MAX_PENDING = 1024
-
-
-class _Exchange(Cancellable):
-    """One in-flight request: its cancellation, its request-scoped notifications and the requests
-    it sends the client (`ask`)."""
-
-    __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_asks")
-
-    def __init__(self, request: Request, output: Output, asks: _Asks) -> None:
-        super().__init__()
-        self.request_id = request.id
-        self.method = request.method
-        self.modern = claims_modern(request.params)
-        self.cancelled_by_client = False
-        self.done = False
-        self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
-        self._answered: concurrent.futures.Future[None] | None = None  # made when someone waits
-        self._over = False  # set by finish(), after the response and the era commit
-        self._output = output
-        self._asks = asks
-
-    @property
-    def answered(self) -> concurrent.futures.Future[None]:
-        """Resolved once the request is over (answered, or dropped). A forwarded call ends long
-        after its worker returned, so this, not `future`, is what waits for a request. Made on
-        first use: most requests are never waited for."""
-        with self._lock:
-            if self._answered is None:
-                self._answered = concurrent.futures.Future()
-                if self._over:
-                    self._answered.set_result(None)
-            return self._answered
-
-    def finish(self) -> None:
-        """Mark the request over (after its response, or instead of one); its open asks fail."""
-        with self._lock:
-            self.done = True
-            self._over = True
-            answered = self._answered
-        self.forget_callbacks()
-        self._asks.abandon(self)
-        if answered is not None and not answered.done():
-            answered.set_result(None)
-
-    def notify(self, method: str, params: dict[str, Any]) -> None:
-        frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))
-        with self._output.lock:
-            if not (self.done or self.cancelled_by_client):
-                self._output.write_locked(frame)
-
-    def ask(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
-        """Send the client a request on behalf of this one (`elicitation/create`,
-        `sampling/createMessage`, `roots/list`) and return a future for its answer.
-
-        Returns:
-            A future resolved with the response's `result` object, or failed with `McpError` (the
-            client answered an error, or a result that is not an object) or `McpsyncError` (the
-            request was answered first, or the connection closed). Cancel it to give up: the
-            client is then told with `notifications/cancelled`.
-
-        Raises:
-            McpsyncError: at once, with nothing written, on a connection that has not completed
-                `initialize` (so always in 2026-07-28), for a request already answered or
-                cancelled, while the server is closing, or when `params` cannot be encoded.
-        """
-        return self._asks.ask(self, method, params)
-
-
-class _Asks:
-    """One connection's server-to-client requests still waiting for an answer (`_asks`).
-
-    Refusals are decided under the output lock, against the state every writer sees; the id is
-    registered before its frame is written, so its answer cannot arrive first."""
-
-    def __init__(self, output: Output, session: Session) -> None:
-        self._output = output
-        self._session = session
-        self._table = PendingAsks()
-        self._closed: str | None = None  # why nothing more can be answered, once closing began
-
-    def ask(self, exchange: _Exchange | None, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
-        """For `exchange`, or (None) on behalf of no request: see `StdioServer.ask_client`."""
-        with self._output.lock:
-            self._refuse_locked(exchange, method)
-        ask_id, future = self._table.open(exchange, method)
-        try:
-            frame = request_frame(ask_id, method, params)
-            with self._output.lock:
-                self._refuse_locked(exchange, method)  # again: the state may have moved meanwhile
-                if not self._output.write_locked(frame):
-                    raise McpsyncError(f"cannot send {method}: the connection is closed")
-        except BaseException:
-            self._table.forget(ask_id)
-            raise
-        future.add_done_callback(lambda done: self._given_up(ask_id, done))
-        return future
-
-    def _refuse_locked(self, exchange: _Exchange | None, method: str) -> None:
-        if (exchange is not None and exchange.modern) or self._session.era is not Era.HANDSHAKE:
-            raise McpsyncError(
-                f"cannot send {method}: server-to-client requests need a connection that completed "
-                "initialize (a 2026-07-28 server never sends requests; it answers input_required)"
-            )
-        if self._closed is not None or not self._output.usable:
-            raise McpsyncError(f"cannot send {method}: {self._closed or 'the connection is closed'}")
-        if exchange is not None and (exchange.done or exchange.cancelled_by_client or exchange.cancel_event.is_set()):
-            raise McpsyncError(f"cannot send {method}: the request it belongs to is over or cancelled")
-
-    def route(self, response: Response) -> None:
-        """On the reader thread: hand a response to the ask it answers (or ignore it)."""
-        if not self._table.answer(response):
-            log.debug("ignoring a response to id %r: no request of this server is waiting for it", response.id)
-
-    def _given_up(self, ask_id: str, future: concurrent.futures.Future[dict[str, Any]]) -> None:
-        """A done callback: when the waiter cancelled the future, forget the id and tell the client."""
-        if future.cancelled() and self._table.forget(ask_id):
-            self._write(cancelled_frame(ask_id, "the server stopped waiting for the answer"))
-
-    def abandon(self, exchange: _Exchange) -> None:
-        """The request is over: fail its asks still open and tell the client not to bother."""
-        for ask_id in self._table.abandon(exchange, "the request it belongs to was answered"):
-            self._write(cancelled_frame(ask_id, "the request it was asked for is over"))
-
-    def close(self, reason: str) -> None:
-        """When closing begins: refuse new asks and fail every open one (no answer can come)."""
-        with self._output.lock:
-            self._closed = reason
-        self._table.end(reason)
-
-    def _write(self, frame: bytes) -> None:
-        with self._output.lock:
-            self._output.write_locked(frame)
 
 
 class StdioServer:
@@ -223,9 +82,9 @@ class StdioServer:
         self._splitter = FrameSplitter(max_frame_bytes)
         self._drain_timeout = drain_timeout
         self._shutdown_timeout = shutdown_timeout
-        self._inflight: InFlight[_Exchange] = InFlight(workers, "mcpsync-worker")  # keyed by request id
+        self._inflight: InFlight[Exchange] = InFlight(workers, "mcpsync-worker")  # keyed by request id
         self._subscriptions = SubscriptionRegistry(subscription_cap)  # guarded by the output lock
-        self._asks = _Asks(self._output, self._session)  # the server's own requests, awaiting answers
+        self._asks = Asks(self._output, self._session)  # the server's own requests, awaiting answers
         self._closing = False  # set under the output lock when shutdown begins
         self._wake_r, self._wake_w = os.pipe()  # shutdown requests (and signals) wake the reader
         self._done_r, self._done_w = os.pipe()  # so does a request it must wait for
@@ -251,7 +110,7 @@ class StdioServer:
     def ask_client(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """Send the client a request of this server's own, on behalf of no request (a gateway
         asking for the client's `roots/list` when an upstream asks outside any call). The future
-        and the refusals are those of a tool's ask (`_Exchange.ask`), save the request's own."""
+        and the refusals are those of a tool's ask (`Exchange.ask`), save the request's own."""
         return self._asks.ask(None, method, params)
 
     @property
@@ -402,7 +261,7 @@ class StdioServer:
                 log.exception("the on_notification callback failed on %s", message.method)
 
     def _accept_request(self, request: Request) -> None:
-        exchange = _Exchange(request, self._output, self._asks)
+        exchange = Exchange(request, self._output, self._asks)
         if request.id in self._subscriptions or not self._inflight.add(request.id, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             self._send(jsonrpc.error_frame(request.id, error))
@@ -464,10 +323,10 @@ class StdioServer:
                 return
 
     # -- workers ---------------------------------------------------------------------------------
-    def _execute(self, request: Request, exchange: _Exchange) -> None:
+    def _execute(self, request: Request, exchange: Exchange) -> None:
         self._engine.execute_to(request, self._session, exchange, STDIO, lambda final: self._complete(request, exchange, final))
 
-    def _complete(self, request: Request, exchange: _Exchange, outcome: Outcome) -> None:
+    def _complete(self, request: Request, exchange: Exchange, outcome: Outcome) -> None:
         if isinstance(outcome, Subscribed):
             self._activate(request, exchange, outcome)
             return
@@ -478,7 +337,7 @@ class StdioServer:
                     self._session.commit_era(outcome.claims)
         exchange.finish()
 
-    def _end_locked(self, request_id: Any, exchange: _Exchange) -> bool:
+    def _end_locked(self, request_id: Any, exchange: Exchange) -> bool:
         """Under the output lock: the request leaves the in-flight table and nothing more of it
         (no notification) may be written. False when it had ended already: the shutdown answered
         it past its deadline, so what it returns now is dropped."""
@@ -486,7 +345,7 @@ class StdioServer:
         exchange.done = True
         return first
 
-    def _activate(self, request: Request, exchange: _Exchange, outcome: Subscribed) -> None:
+    def _activate(self, request: Request, exchange: Exchange, outcome: Subscribed) -> None:
         """Register an accepted listen and write its acknowledgement in one critical section."""
         ack = jsonrpc.encode(
             jsonrpc.notification_frame(
