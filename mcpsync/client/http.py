@@ -1,11 +1,17 @@
 """A connection to an MCP server over Streamable HTTP, in both protocol eras.
 
-Strategy: every JSON-RPC request is POSTed on its own worker thread (`mcpsync-http-N`), so `send()`
-returns at once, as it does over stdio; the worker reads the answer (one JSON body, or an SSE stream
-parsed incrementally) and hands each message to the session's callback in arrival order.
+Strategy: every JSON-RPC request is POSTed on a worker of the connection's request pool
+(`mcpsync-http-request-N`, at most MAX_REQUESTS at once), so `send()` returns at once, as it does
+over stdio; the worker reads the answer (one JSON body, or an SSE stream parsed incrementally) and
+hands each message to the session's callback in arrival order. Requests beyond MAX_REQUESTS wait in
+order for a worker (up to REQUEST_BACKLOG of them; one more fails at once with a synthesized -32603
+error): a queue, not a refusal, because the caller chose to send them and each caller is waiting
+for its own, and the bound keeps a runaway caller from growing it without end.
 Other notifications and responses are POSTed before `send()` returns, so they reach the server in
 the order they were sent (`notifications/initialized` before the next request); a handshake-era
-`notifications/cancelled` is POSTed on a worker, since timers send it. Each exchange uses a
+`notifications/cancelled` is POSTed on a small pool of its own (`mcpsync-http-cancel-N`), since
+timers send it, and it must not wait behind the requests it cancels (should that pool be full too,
+the request's stream is cut without the POST). Each exchange uses a
 fresh `http.client` connection whose socket is registered while in use: cancelling a request or
 closing the connection shuts that socket down, which wakes the blocked reader.
 
@@ -29,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import itertools
 import logging
 import re
 import socket
@@ -48,6 +53,7 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, Message, Response
 from ..protocol.param_headers import ParamHeader, param_headers, render_value, value_at
 from ..protocol.versions import META_PROTOCOL_VERSION
+from ._pool import WorkerPool
 
 log = logging.getLogger("mcpsync.client")
 
@@ -58,6 +64,11 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest JSON body or SSE event accepted from the server."""
 CLOSE_GRACE = 5.0
 """How long `close()` waits for the worker threads by default, in seconds."""
+MAX_REQUESTS = 32
+"""How many requests are POSTed (and their answers read) at once; more wait for a worker."""
+REQUEST_BACKLOG = 1024
+"""How many requests may wait for a worker; one more fails at once."""
+_CANCEL_WORKERS, _CANCEL_BACKLOG = 2, 64
 _READ_SIZE = 64 * 1024
 _MAX_RECONNECTS = 3  # consecutive fruitless attempts to resume a stream before giving up
 _DEFAULT_RETRY = 1.0  # seconds between stream reconnections when the server named no `retry`
@@ -263,9 +274,9 @@ class HttpConnection:
         self._on_lost: OnLost | None = None
         self._exchanges: dict[Any, _Exchange] = {}
         self._streams: set[_Stream] = set()
-        self._threads: list[threading.Thread] = []
-        self._names = itertools.count(1)
-        self._get_started = False
+        self._requests = WorkerPool("mcpsync-http-request", workers=MAX_REQUESTS, backlog=REQUEST_BACKLOG)
+        self._cancels = WorkerPool("mcpsync-http-cancel", workers=_CANCEL_WORKERS, backlog=_CANCEL_BACKLOG)
+        self._get_stream: threading.Thread | None = None
         self._closing = threading.Event()
         self._closed = False
         self._lost: Exception | None = None
@@ -332,12 +343,13 @@ class HttpConnection:
         with self._lock:
             for stream in list(self._streams):
                 _shut(stream)
-            threads, self._threads = self._threads, []
-        current = threading.current_thread()
-        for thread in threads:
-            if thread is not current:
-                thread.join(max(0.0, deadline - time.monotonic()))
-        survivors = [t.name for t in threads if t.is_alive() and t is not current]
+            get_stream = self._get_stream
+        survivors = self._requests.close(max(0.0, deadline - time.monotonic()))
+        survivors += self._cancels.close(max(0.0, deadline - time.monotonic()))
+        if get_stream is not None and get_stream is not threading.current_thread():
+            get_stream.join(max(0.0, deadline - time.monotonic()))
+            if get_stream.is_alive():
+                survivors.append(get_stream.name)
         if survivors:
             log.warning("HTTP connection to %s closed with threads still running: %s", self.url, survivors)
 
@@ -353,15 +365,9 @@ class HttpConnection:
                 self._session_id = self._protocol_version = None
             self._exchanges[exchange.request_id] = exchange
             self._streams.add(exchange.stream)
-            self._spawn(f"mcpsync-http-{next(self._names)}", self._run_request, exchange, body, headers)
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        """Start an owned worker (caller holds the lock). Daemon, because a DNS lookup or a TCP
-        connect cannot be interrupted; close() still joins every worker with a deadline."""
-        self._threads = [t for t in self._threads if t.is_alive()]
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        if not self._requests.submit(lambda: self._run_request(exchange, body, headers)):
+            self._forget(exchange, None)
+            self._fail(exchange, f"{method} was not sent: {MAX_REQUESTS + REQUEST_BACKLOG} requests are already in flight or waiting")
 
     def _run_request(self, exchange: _Exchange, body: bytes, headers: dict[str, str]) -> None:
         conn: http.client.HTTPConnection | None = None
@@ -389,10 +395,13 @@ class HttpConnection:
             log.exception("HTTP request worker failed")
             self._fail(exchange, f"{exchange.method} failed inside the client")
         finally:
-            with self._lock:
-                if self._exchanges.get(exchange.request_id) is exchange:
-                    del self._exchanges[exchange.request_id]
-            self._release(exchange.stream, conn)
+            self._forget(exchange, conn)
+
+    def _forget(self, exchange: _Exchange, conn: http.client.HTTPConnection | None) -> None:
+        with self._lock:
+            if self._exchanges.get(exchange.request_id) is exchange:
+                del self._exchanges[exchange.request_id]
+        self._release(exchange.stream, conn)
 
     def _answer(self, exchange: _Exchange, response: http.client.HTTPResponse) -> SseParser | None:
         """Deliver what one HTTP response says about `exchange`; returns the SSE parser when the
@@ -518,7 +527,10 @@ class HttpConnection:
         with self._lock:
             if self._closed:
                 raise ConnectionLost("the connection is closed")
-            self._spawn(f"mcpsync-http-{next(self._names)}", self._post_cancel, message, body, exchange)
+        if not self._cancels.submit(lambda: self._post_cancel(message, body, exchange)):
+            log.warning("too many cancellations waiting to be POSTed to %s; %s is cut without one", self.url, message.get("params"))
+            if exchange is not None:
+                self._cut(exchange)
 
     def _post_cancel(self, message: dict[str, Any], body: bytes, exchange: _Exchange | None) -> None:
         try:
@@ -565,10 +577,10 @@ class HttpConnection:
     # -- the handshake era's GET stream and DELETE -------------------------------------------------
     def _start_get_stream(self) -> None:
         with self._lock:
-            if self._get_started or self._closed or self._lost is not None:
+            if self._get_stream is not None or self._closed or self._lost is not None:
                 return
-            self._get_started = True
-            self._spawn("mcpsync-http-stream", self._run_get_stream)
+            self._get_stream = threading.Thread(target=self._run_get_stream, name="mcpsync-http-stream", daemon=True)
+            self._get_stream.start()
 
     def _run_get_stream(self) -> None:
         """Deliver the session's unsolicited messages; reconnect (resuming after the last event

@@ -2,8 +2,8 @@
 
 Strategy: the connection's reader thread hands every message to `_on_message`, which completes the
 waiting call (by id), routes progress to that call's callback, turns list changes into listen events,
-and answers the server's own requests (handshake era) on a short-lived thread so the reader never
-blocks. Callers block in `request()` on a `Future` with a deadline; on timeout the request is
+and answers the server's own requests (handshake era) on the session's bounded callback pool so the
+reader never blocks. Callers block in `request()` on a `Future` with a deadline; on timeout the request is
 cancelled on the wire and `CallTimeout` is raised. When the connection is lost, every pending call
 fails at once with `ConnectionLost`.
 
@@ -12,7 +12,8 @@ does not speak 2026-07-28 (a -32022 naming a version we speak re-probes with it)
 "modern" force an era.
 
 Questions from the server (elicitation, sampling, roots) reach the same callbacks in both eras: as
-JSON-RPC requests in the handshake era (answered off the reader thread), as the `inputRequests` of
+JSON-RPC requests in the handshake era (answered off the reader thread, on at most
+MAX_CALLBACKS threads), as the `inputRequests` of
 an `input_required` result in 2026-07-28 (answered on the caller's thread by `_request_with_input`,
 which then retries the request); see `ClientSession`.
 """
@@ -47,6 +48,7 @@ from ..protocol.versions import (
     is_log_level,
 )
 from ._input_required import MAX_INPUT_ROUNDS, STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
+from ._pool import WorkerPool
 from .listen import Listener
 
 log = logging.getLogger("mcpsync.client")
@@ -55,6 +57,11 @@ DEFAULT_TIMEOUT = 30.0
 _CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stopped reading
 _CALLBACK_JOIN_TIMEOUT = 2.0  # close() waits this long for callbacks still answering the server
 PROBE_TIMEOUT = 10.0
+MAX_CALLBACKS = 8
+"""How many of the server's requests (handshake era) the callbacks answer at once."""
+CALLBACK_BACKLOG = 32
+"""How many more wait for a free callback thread; beyond that the server is answered -32603 at
+once (see `ClientSession`)."""
 MODES = ("auto", "legacy", "modern")
 
 Progress = Callable[[float, "float | None", "str | None"], None]
@@ -105,10 +112,14 @@ class ClientSession:
     The server's questions, in both eras (one API for scripts):
 
     - Handshake era: the server sends `elicitation/create`, `sampling/createMessage` or
-      `roots/list` as a JSON-RPC request, during a call or not. The callback runs on a thread of
-      its own (never the reader), so it may call the server itself; its result is the response
-      (over HTTP it is POSTed with the session id). McpError becomes an error response; any other
-      exception is logged and answered -32603 without its text.
+      `roots/list` as a JSON-RPC request, during a call or not. The callback runs on the session's
+      callback pool (never the reader), so it may call the server itself; its result is the
+      response (over HTTP it is POSTed with the session id). McpError becomes an error response;
+      any other exception is logged and answered -32603 without its text. At most MAX_CALLBACKS
+      run at once and CALLBACK_BACKLOG more wait in order; a request beyond those is answered
+      -32603 ("the client is busy") at once. Refused rather than queued without end, because the
+      server chooses how many it sends: a bound on threads alone would move a flood into memory,
+      and the reader must not wait for room (it carries the answers that free the callbacks).
     - 2026-07-28: `call_tool`, `get_prompt` and `read_resource` (not the raw `request()` and
       `start_request()`, which return any result as it is, for a gateway to relay) follow
       `resultType: "input_required"`. Each entry of `inputRequests` (key -> {method, params}) is
@@ -186,8 +197,8 @@ class ClientSession:
         self._uri_watchers: dict[str, int] = {}  # handshake era: open listeners per subscribed URI
         self._lost: Exception | None = None
         self._closed = False
-        self._ending = threading.Event()
-        self._callback_threads: set[threading.Thread] = set()  # answering the server's requests  # set by close() and a lost connection: ends waits at once
+        self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
+        self._callbacks = WorkerPool("mcpsync-client-callback", workers=MAX_CALLBACKS, backlog=CALLBACK_BACKLOG)
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -269,16 +280,13 @@ class ClientSession:
         self._join_callbacks(_CALLBACK_JOIN_TIMEOUT)
 
     def _join_callbacks(self, budget: float) -> None:
-        """Wait a little for callbacks still answering the server (they are daemon threads: one
-        that waits for a person cannot hold the interpreter, but a closed session should not leave
-        work running behind it when it can help it)."""
-        deadline = time.monotonic() + budget
-        with self._lock:
-            threads = [thread for thread in self._callback_threads if thread is not threading.current_thread()]
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if any(thread.is_alive() for thread in threads):
-            log.warning("%d client callback(s) still running after the session closed", sum(t.is_alive() for t in threads))
+        """Drop the server's requests still waiting for a callback (the connection is closed:
+        nobody to answer) and wait a little for callbacks still running (daemon threads: one that
+        waits for a person cannot hold the interpreter, but a closed session should not leave work
+        running behind it when it can help it)."""
+        survivors = self._callbacks.close(budget)
+        if survivors:
+            log.warning("%d client callback(s) still running after the session closed", len(survivors))
 
     def __enter__(self) -> ClientSession:
         return self
@@ -674,17 +682,11 @@ class ClientSession:
         if handler is None:
             self._answer_error(request.id, jsonrpc.method_not_found(request.method))
             return
-        thread = threading.Thread(target=self._run_handler, args=(handler, request), name="mcpsync-client-callback", daemon=True)
-        with self._lock:
-            self._callback_threads.add(thread)
-        thread.start()
-
-    def _run_handler(self, handler: Handler, request: Request) -> None:
-        try:
-            self._answer_request(handler, request)
-        finally:
-            with self._lock:
-                self._callback_threads.discard(threading.current_thread())
+        if self._callbacks.submit(lambda: self._answer_request(handler, request)) or self._closed:
+            return  # (a closed session has nobody to answer)
+        busy = MAX_CALLBACKS + CALLBACK_BACKLOG
+        log.warning("refused the server's %s: the client is busy with %d of its requests", request.method, busy)
+        self._answer_error(request.id, McpError(ErrorCode.INTERNAL_ERROR, f"the client is busy: {busy} requests of the server are already waiting"))
 
     def _answer_request(self, handler: Handler, request: Request) -> None:
         try:

@@ -38,7 +38,8 @@ of "fake://scripted" takes the next one ("hang" means: leave that request unansw
 hang tool). With the queue empty they answer a complete result echoing their params.
 
 Control requests: fake/received, fake/env, fake/ask {method, params} (a server->client request;
-answered with the client's whole response), fake/notify {notifications: [{method, params,
+answered with the client's whole response), fake/ask_many {method, params, count} (that many at
+once; answered {responses} once every one is answered), fake/notify {notifications: [{method, params,
 tagged}]}, fake/script {results}, fake/release (answers every hung call "late"), fake/end_listens
 (completes every open listen), fake/exit {code}.
 """
@@ -87,6 +88,7 @@ class Fake:
         self.hung: list[Any] = []
         self.listens: list[Any] = []
         self.next_ask = 0
+        self.many: dict[str, Any] | None = None  # the fake/ask_many waiting for its responses
         self.script: list[Any] = []
         self.out = sys.stdout.buffer
 
@@ -140,6 +142,12 @@ class Fake:
         asker = self.asks.pop(message.get("id"), None)
         if asker is not None:
             self.result(asker, {"response": message})
+        many = self.many
+        if many is not None and str(message.get("id")).startswith("m-"):
+            many["responses"].append(message)
+            if len(many["responses"]) == many["count"]:
+                self.many = None
+                self.result(many["rid"], {"responses": many["responses"]})
 
     def on_request(self, rid: Any, method: str, params: dict[str, Any]) -> None:
         handler = getattr(self, "do_" + method.replace("/", "_"), None)
@@ -279,6 +287,12 @@ class Fake:
         if params.get("params") is not None:
             request["params"] = params["params"]
         self.write(request)
+
+    def do_fake_ask_many(self, rid: Any, params: dict[str, Any]) -> None:
+        """Send `count` server->client requests at once (ids m-1...); answered with every response."""
+        self.many = {"rid": rid, "count": params["count"], "responses": []}
+        for n in range(1, params["count"] + 1):
+            self.write({"jsonrpc": "2.0", "id": f"m-{n}", "method": params["method"], "params": params.get("params") or {}})
 
     def do_fake_notify(self, rid: Any, params: dict[str, Any]) -> None:
         for spec in params.get("notifications") or []:

@@ -514,3 +514,33 @@ def test_close_is_idempotent_and_send_after_close_raises(server: MockServer, inb
     with pytest.raises(ConnectionLost):
         connection.send(request(2, "tools/list"))
     assert not [t for t in threading.enumerate() if t.name.startswith("mcpsync-http")]
+
+
+def test_many_requests_at_once_use_a_bounded_pool_and_each_gets_one_answer(server: MockServer, inbox: Inbox) -> None:
+    """MAX_REQUESTS are POSTed at once; the rest wait for a worker instead of getting a thread each."""
+    from mcpsync.client import http as http_module
+
+    workers = http_module.MAX_REQUESTS
+    count = workers + 16
+    gate = threading.Event()
+
+    @server.route("tools/call")
+    def held(request: Recorded, reply: Reply) -> None:
+        if reply.wait_gate(gate):
+            reply.result(request.rpc_id, {"content": [], "isError": False})
+
+    before = set(threading.enumerate())  # idle workers of connections other tests left open
+    connection = started(server.url, inbox)
+    try:
+        for n in range(count):
+            connection.send(request(n, "tools/call", {"name": "echo", "arguments": {}}))
+        server.wait_for(lambda: len(server.posts("tools/call")) == workers)
+        assert len([t for t in set(threading.enumerate()) - before if t.name.startswith("mcpsync-http-request")]) == workers
+        gate.set()
+        inbox.wait_for(lambda: len(inbox.responses()) == count)
+        assert sorted(r.id for r in inbox.responses()) == list(range(count))
+        assert all(r.error is None for r in inbox.responses())
+        assert len(server.posts("tools/call")) == count
+    finally:
+        gate.set()
+        connection.close()

@@ -569,6 +569,50 @@ def test_callbacks_run_off_the_reader_so_they_may_call_the_server(open_fake) -> 
     assert response["result"]["content"]["text"] == "from the callback"
 
 
+def test_a_flood_of_server_requests_runs_on_a_bounded_pool_and_each_gets_one_answer(open_fake) -> None:
+    """A server that sends many questions at once: MAX_CALLBACKS run, CALLBACK_BACKLOG wait, the
+    rest are refused -32603 at once; no thread per request, and every request one answer."""
+    from mcpsync.client import session as session_module
+
+    running, most = 0, 0
+    lock, release = threading.Condition(), threading.Event()
+
+    def roots(params: dict[str, Any]) -> dict[str, Any]:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            lock.notify_all()
+        release.wait(LONG)
+        with lock:
+            running -= 1
+        return {"roots": []}
+
+    workers, backlog = session_module.MAX_CALLBACKS, session_module.CALLBACK_BACKLOG
+    count = workers + backlog + 60
+    before = set(threading.enumerate())
+    session = open_fake(mode="legacy", roots=roots)
+    outcome: dict[str, Any] = {}
+    asker = start_thread(capture(outcome, "ask", lambda: session.request("fake/ask_many", {"method": "roots/list", "count": count})), "test-asker")
+    try:
+        with lock:
+            assert lock.wait_for(lambda: running == workers, LONG)
+        received(session)  # its answer follows every question on the pipe: all are dispatched now
+        callbacks = [t for t in set(threading.enumerate()) - before if t.name.startswith("mcpsync-client-callback")]
+        assert len(callbacks) == workers
+    finally:
+        release.set()
+        asker.join(LONG)
+    responses = outcome["ask"]["responses"]
+    assert sorted(r["id"] for r in responses) == sorted(f"m-{n}" for n in range(1, count + 1))
+    answered = [r for r in responses if "result" in r]
+    refused = [r for r in responses if "error" in r]
+    assert len(answered) == workers + backlog and all(r["result"] == {"roots": []} for r in answered)
+    assert len(refused) == count - workers - backlog
+    assert all(r["error"]["code"] == -32603 and "busy" in r["error"]["message"] for r in refused)
+    assert most == workers
+
+
 # -- closing --------------------------------------------------------------------------------------
 
 
