@@ -24,8 +24,8 @@ from typing import IO, Any
 
 from ..errors import ConnectionLost
 from ..protocol import jsonrpc
+from ..protocol.framing import TOO_LARGE, FrameSplitter
 from ..protocol.jsonrpc import Message
-from ..transport._frames import TOO_LARGE, FrameSplitter
 from ._outbox import Outbox
 
 log = logging.getLogger("mcpsync.client")

@@ -39,9 +39,9 @@ from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
+from ..protocol.framing import TOO_LARGE, Frame, FrameSplitter
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ..protocol.versions import META_SUBSCRIPTION_ID, Era
-from ._frames import TOO_LARGE, Frame, FrameSplitter
 from ._inflight import SHUTTING_DOWN, InFlight, shutting_down_frame
 from ._output import Output
 from ._stdio_exchange import Asks, Exchange

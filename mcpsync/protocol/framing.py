@@ -4,6 +4,8 @@ Strategy: sans-I/O. `feed()` takes whatever `os.read` returned and gives back co
 `\\n` or a trailing `\\r`) and `TOO_LARGE` markers. The limit counts every byte before the `\\n`
 (a CR included), however the stream is chunked. A line past the limit is reported once and its bytes
 are dropped as they arrive, up to its newline: it is never buffered, not even in part beyond the limit.
+It lives in `protocol/` because both ends read newline-delimited frames: the server's stdio
+transport and the client's stdio connection (neither may import the other's private modules).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for mcpsync.transport._frames: splitting a byte stream into size-limited lines.
+"""Tests for mcpsync.protocol.framing: splitting a byte stream into size-limited lines.
 
 The splitter is sans-I/O, so these tests feed it chunks directly. Two properties matter most:
 a frame over the limit is reported once and its bytes are dropped as they stream in (the buffer
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcpsync.transport._frames import TOO_LARGE, FrameSplitter
+from mcpsync.protocol.framing import TOO_LARGE, FrameSplitter
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,0 +1,77 @@
+"""No module imports another package's private module.
+
+A `_private` module is its package's business: the package may change it at will. When another
+layer needs a name from one, the name is made public in its module, or the module moves to where
+both may import it (the client and the server both frame stdio, so framing is in `protocol/`).
+Private modules at the package root (`mcpsync._futures`, `mcpsync._version`) are shared by every
+layer on purpose: the underscore keeps them out of the public API, not out of the subpackages.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "mcpsync"
+
+KNOWN_LEAKS = {
+    # The face reaches into the HTTP transport for HttpServing (public as mcpsync.HttpServing) and
+    # the HTTP defaults; both are to become public in transport/ by its owner (issue 12).
+    ("mcpsync", "mcpsync.transport._http_options"),
+    ("mcpsync", "mcpsync.transport._http_server"),
+}
+"""(importing package, private module) pairs still to fix: the list only shrinks."""
+
+
+def _package_of(path: Path) -> str:
+    """The dotted package a source file belongs to (an `__init__.py`: the package itself)."""
+    return ".".join(path.relative_to(PACKAGE.parent).parent.parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The absolute names of the mcpsync modules (and names in them) that `path` imports."""
+    package = _package_of(path)
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1]
+            module = ".".join([*base, node.module] if node.module else base)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name.startswith("mcpsync.")}
+
+
+def _owning_package(parts: list[str], private: int) -> str:
+    """The package a private module or name belongs to: `mcpsync.transport` for
+    `mcpsync.transport._frames`, `mcpsync.catalog` for `mcpsync.catalog.service._helper`."""
+    owner = parts[:private]
+    if not (PACKAGE.parent / Path(*owner) / "__init__.py").exists():
+        owner = owner[:-1]
+    return ".".join(owner)
+
+
+def _leaks() -> set[tuple[str, str]]:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        importer_package = _package_of(path)
+        for name in _imports(path):
+            parts = name.split(".")
+            private = next((i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")), None)
+            if private is None:
+                continue
+            if _owning_package(parts, private) not in ("mcpsync", importer_package):
+                found.add((importer_package, ".".join(parts[: private + 1])))
+    return found
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    assert _leaks() - KNOWN_LEAKS == set()
+
+
+def test_the_known_leaks_are_still_there_or_are_struck_off() -> None:
+    assert KNOWN_LEAKS <= _leaks(), "a leak was fixed: strike it off KNOWN_LEAKS"
