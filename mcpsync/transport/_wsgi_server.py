@@ -12,7 +12,7 @@ thread reads a request head through a buffered reader, builds the environ, runs 
 on that same thread and writes what it yields at once, then reads the next request (keep-alive,
 pipelining). Framing of the response: the application's `Content-Length` when it gives one, else
 chunked transfer coding on HTTP/1.1 (each yielded chunk leaves as one chunk: SSE events are not
-held back), else the body ends with the connection.
+held back), else the body ends with the connection; writing a response is `_wsgi_response`'s job.
 
 Limits: the request head (431), a chunked body (413 past `max_body_bytes`; a `Content-Length`
 body is the application's to refuse, it is read only as the application reads it), and every
@@ -37,7 +37,6 @@ file), lets the busy ones finish their response until the deadline (those alread
 
 from __future__ import annotations
 
-import email.utils
 import io
 import logging
 import os
@@ -47,31 +46,26 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from ._http_options import WsgiApp
+from ._wsgi_response import Clock, Response, _Gone, plain_response
 
 log = logging.getLogger("mcpsync")
 
 DEFAULT_TIMEOUT = 10.0
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
-DRAIN_LIMIT = 64 * 1024
-"""Unread request body the server still reads past to keep the connection; more and it closes."""
 LINGER = 2.0
 """Seconds a closing connection keeps reading (and dropping) what the client still sends, so the
 client reads the answer instead of a reset (RFC 9112 §9.6)."""
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 RESPOND_NOW = "mcpsync.respond_now"
-"""The environ key of `_Response.respond_now`: (status, headers, body) -> whether it was written."""
+"""The environ key of `Response.respond_now`: (status, headers, body) -> whether it was written."""
 LATE_JOIN = 1.0
 """Seconds `stop()` still waits for the threads of the connections it had to cut, all together."""
-
-_REASONS = {400: "Bad Request", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
-            500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
-            505: "HTTP Version Not Supported"}
 
 
 class _Reject(Exception):
@@ -82,27 +76,7 @@ class _Reject(Exception):
         self.status = status
 
 
-class _Gone(Exception):
-    """The client closed the connection, or it timed out between requests: nothing to answer."""
-
-
-class _Clock:
-    """The `Date` header, formatted at most once a second (RFC 9110 §6.6.1: an origin server
-    with a clock sends it)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-
-    def header(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._value = b"Date: " + email.utils.formatdate(now, usegmt=True).encode("ascii") + b"\r\n"
-            self._second = now
-        return self._value
-
-
-class _FixedBody(io.RawIOBase):
+class FixedBody(io.RawIOBase):
     """`wsgi.input` of a request with a `Content-Length`: its bytes and no more, read as the
     application asks (a `100 Continue` goes out first when the client waits for one)."""
 
@@ -192,7 +166,7 @@ class WsgiServer:
             "SERVER_PORT": str(self.port),
             "SERVER_SOFTWARE": "mcpsync",
         }
-        self._clock = _Clock()
+        self.clock = Clock()
         self._lock = threading.Lock()
         self._connections: dict[_Connection, threading.Thread] = {}
         self._count = 0
@@ -246,7 +220,7 @@ class WsgiServer:
             log.warning("HTTP: %d connections are open, the limit; refused one from %s", self._max_connections, address[0])
         why = "too many connections" if full else "the server is stopping"
         try:
-            sock.sendall(_plain_response(503, why, self._clock.header()))
+            sock.sendall(plain_response(503, why, self.clock.header()))
         except OSError:
             pass
         _linger_close(sock, 0.1)  # briefly: the acceptor has others to accept
@@ -303,7 +277,7 @@ class _Connection:
         # typeshed types makefile() with a buffer size as IOBase; with "rb" it is a BufferedReader
         self._reader = cast(io.BufferedReader, sock.makefile("rb", buffering=65536))
         self._busy = False
-        self._response: _Response | None = None  # the latest request's
+        self._response: Response | None = None  # the latest request's
         self._lock = threading.Lock()
         self._environ = dict(server._base_environ)
         self._environ["REMOTE_ADDR"] = str(address[0])
@@ -339,7 +313,7 @@ class _Connection:
                 except _Gone:
                     return
                 except _Reject as reject:
-                    self._send_quietly(_plain_response(reject.status, str(reject), self._server._clock.header()))
+                    self._send_quietly(plain_response(reject.status, str(reject), self._server.clock.header()))
                     linger = True
                     return
                 try:
@@ -453,7 +427,7 @@ class _Connection:
                 raise _Reject(400, "malformed Content-Length")
             length = int(value)
             environ["CONTENT_LENGTH"] = value
-        body = _FixedBody(self._reader, length, send_continue if length else None)
+        body = FixedBody(self._reader, length, send_continue if length else None)
         environ["wsgi.input"] = body
         environ["mcpsync.body"] = body
         return keep_alive
@@ -490,8 +464,8 @@ class _Connection:
     # -- answering -------------------------------------------------------------------------------
     def _respond(self, environ: dict[str, Any], keep_alive: bool) -> bool:
         """Run the application and write its response; whether the connection stays open."""
-        body: _FixedBody | None = environ.get("mcpsync.body")
-        response = self._response = _Response(self._sock, environ, keep_alive, self._server, body)
+        body: FixedBody | None = environ.get("mcpsync.body")
+        response = self._response = Response(self._sock, environ, keep_alive, self._server, body)
         environ[RESPOND_NOW] = response.respond_now
         try:
             result = self._server._app(environ, response.start_response)
@@ -499,7 +473,7 @@ class _Connection:
             return False
         except Exception:
             log.exception("the WSGI application failed on %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
-            self._send_quietly(_plain_response(500, "internal server error", self._server._clock.header()))
+            self._send_quietly(plain_response(500, "internal server error", self._server.clock.header()))
             return False
         try:
             response.write_all(result)
@@ -508,7 +482,7 @@ class _Connection:
         except Exception:
             log.exception("the WSGI application failed while answering %s %s", environ["REQUEST_METHOD"], environ.get("PATH_INFO"))
             if not response.started:
-                self._send_quietly(_plain_response(500, "internal server error", self._server._clock.header()))
+                self._send_quietly(plain_response(500, "internal server error", self._server.clock.header()))
             return False
         finally:
             close = getattr(result, "close", None)
@@ -530,165 +504,6 @@ class _Connection:
             pass
 
 
-class _Response:
-    """One response: the status and headers from `start_response`, then the body as framed."""
-
-    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, server: WsgiServer, body: _FixedBody | None) -> None:
-        self._sock = sock
-        self._head_only = environ["REQUEST_METHOD"] == "HEAD"
-        self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"
-        self._what = f"{environ['REQUEST_METHOD']} {environ.get('PATH_INFO', '')}"
-        self.keep_alive = keep_alive
-        self._server = server
-        self._body = body
-        self._status: str | None = None
-        self._headers: list[tuple[str, str]] = []
-        self.started = False
-        self._sending = False  # the connection's thread has claimed the socket for this response
-        self.answered_elsewhere = False  # respond_now() has written the whole response
-        self._claim_lock = threading.Lock()
-        self._chunked = False
-        self._length: int | None = None
-        self._sent = 0
-
-    def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
-        if exc_info is not None:
-            try:
-                if self.started:
-                    raise exc_info[1].with_traceback(exc_info[2])
-            finally:
-                exc_info = None
-        elif self._status is not None:
-            raise AssertionError("start_response called twice without exc_info")
-        self._status = status
-        self._headers = headers
-        return self._write_now
-
-    def _head(self) -> bytes:
-        assert self._status is not None, "the application yielded before calling start_response"
-        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._server._clock.header()]
-        code = int(self._status[:3])
-        for name, value in self._headers:
-            lowered = name.lower()
-            if lowered == "content-length":
-                self._length = int(value)
-                continue
-            if lowered == "connection":
-                if "close" in value.lower():
-                    self.keep_alive = False
-                continue
-            if lowered == "transfer-encoding":
-                continue  # the framing is ours to choose
-            lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
-        if self._length is not None:
-            lines += (b"Content-Length: ", str(self._length).encode("ascii"), b"\r\n")
-        elif code in (204, 304) or code < 200 or self._head_only:
-            pass
-        elif self._http11:
-            self._chunked = True
-            lines.append(b"Transfer-Encoding: chunked\r\n")
-        else:
-            self.keep_alive = False  # the body ends when the connection does
-        body = self._body
-        if body is not None and body.remaining and (body.remaining > DRAIN_LIMIT or body.continue_pending):
-            self.keep_alive = False  # too much to read past, or the client still waits to send it
-        if self._server.stopping:
-            self.keep_alive = False
-        if not self.keep_alive:
-            lines.append(b"Connection: close\r\n")
-        elif not self._http11:
-            lines.append(b"Connection: keep-alive\r\n")
-        lines.append(b"\r\n")
-        self.started = True
-        return b"".join(lines)
-
-    def _frame(self, chunk: bytes) -> bytes:
-        if self._head_only or not chunk:
-            return b""
-        if self._length is not None:
-            room = self._length - self._sent
-            if len(chunk) > room:
-                log.error("the WSGI application sent more than its Content-Length (%d) for %s; the rest is dropped", self._length, self._what)
-                chunk = chunk[:room]
-            self._sent += len(chunk)
-            return chunk
-        if self._chunked:
-            return b"%x\r\n%b\r\n" % (len(chunk), chunk)
-        return chunk
-
-    def _send(self, data: bytes) -> None:
-        if not self._sending:
-            self._claim()
-        try:
-            self._sock.sendall(data)
-        except OSError as exc:
-            raise _Gone(str(exc)) from exc
-
-    def _claim(self) -> None:
-        """Before the connection's thread sends the first byte: the socket is its own from now
-        on, unless another thread has written the whole response already."""
-        with self._claim_lock:
-            if self.answered_elsewhere:
-                raise _Gone("the response was written by another thread")
-            self._sending = True
-
-    def respond_now(self, status: str, headers: list[tuple[str, str]], body: bytes) -> bool:
-        """Write the whole response from the calling thread and end the connection, for when the
-        connection's thread cannot (it is stuck in the application). Returns False, writing
-        nothing, once that thread has begun sending, or if the client is gone. The response is
-        framed by its length and says `Connection: close`; the application's own framing
-        headers are replaced."""
-        with self._claim_lock:
-            if self._sending or self.answered_elsewhere:
-                return False
-            self.answered_elsewhere = True
-        lines = [b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", self._server._clock.header()]
-        for name, value in headers:
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
-        lines.append(b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
-        if not self._head_only:
-            lines.append(body)
-        try:
-            self._sock.sendall(b"".join(lines))
-            self._sock.shutdown(socket.SHUT_WR)  # the client reads the end of the response now
-        except OSError:
-            return False
-        return True
-
-    def _write_now(self, chunk: bytes) -> None:
-        """The legacy `write()` callable of PEP 3333."""
-        data = self._head() + self._frame(chunk) if not self.started else self._frame(chunk)
-        if data:
-            self._send(data)
-
-    def write_all(self, result: Iterable[bytes]) -> None:
-        if isinstance(result, list) and len(result) <= 1 and not self.started:  # the common case: one send
-            head = self._head()
-            data = self._frame(result[0]) if result else b""
-            self._send(head + data + self._ending())
-            return
-        for chunk in result:
-            if not chunk:
-                continue
-            if not self.started:
-                self._send(self._head() + self._frame(chunk))
-            else:
-                self._send(self._frame(chunk))
-        if not self.started:
-            self._send(self._head())
-        ending = self._ending()
-        if ending:
-            self._send(ending)
-
-    def _ending(self) -> bytes:
-        """The chunked terminator; and a body shorter than its Content-Length ends the connection."""
-        if self._length is not None and self._sent < self._length and not self._head_only:
-            log.error("the WSGI application sent %d of its Content-Length %d for %s; closing the connection", self._sent, self._length, self._what)
-            self.keep_alive = False
-        return b"0\r\n\r\n" if self._chunked and not self._head_only else b""
-
-
 def _set_target(environ: dict[str, Any], target: str) -> None:
     """PATH_INFO and QUERY_STRING from an origin-form, absolute-form or asterisk-form target."""
     if target == "*":
@@ -703,15 +518,6 @@ def _set_target(environ: dict[str, Any], target: str) -> None:
     path, _, query = target.partition("?")
     environ["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1") if "%" in path else path
     environ["QUERY_STRING"] = query
-
-
-def _plain_response(status: int, why: str, date: bytes) -> bytes:
-    body = f"{status} {_REASONS.get(status, '')}: {why}\n".encode("utf-8", "replace")
-    head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
-    ).encode("latin-1")
-    return head + date + b"\r\n" + body
 
 
 def _linger_close(sock: socket.socket, budget: float = LINGER) -> None:

@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from mcpsync.transport._wsgi_server import DRAIN_LIMIT, MAX_HEAD_BYTES, MAX_HEADERS, RESPOND_NOW, WsgiServer
+from mcpsync.transport._wsgi_response import DRAIN_LIMIT
+from mcpsync.transport._wsgi_server import MAX_HEAD_BYTES, MAX_HEADERS, RESPOND_NOW, WsgiServer
 
 from .._timeouts import LONG
 
