@@ -33,26 +33,23 @@ or a synthesized error.
 
 from __future__ import annotations
 
-import base64
 import http.client
 import logging
 import re
-import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import ujson
-
-from ..errors import ConnectionLost, McpsyncError
+from ..errors import ConnectionLost
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, Invalid, Message, Response
-from ..protocol.param_headers import ParamHeader, param_headers, render_value, value_at
-from ..protocol.versions import META_PROTOCOL_VERSION
+from ..protocol.jsonrpc import ErrorCode, Message, Response
+from ..protocol.param_headers import ParamHeader, param_headers
+from ..protocol.sse import SseParser, TooLarge
+from ._http_headers import checked_headers, merged, routing_headers
+from ._http_wire import Aborted, Exchange, Stream, Unreachable, describe, is_json, media_type, messages_from, read_body, same_id, shut, snippet
 from ._pool import WorkerPool
 
 log = logging.getLogger("mcpsync.client")
@@ -60,8 +57,6 @@ log = logging.getLogger("mcpsync.client")
 OnMessage = Callable[[Message], None]
 OnLost = Callable[[Exception], None]
 
-MAX_BODY_BYTES = 64 * 1024 * 1024
-"""The largest JSON body or SSE event accepted from the server."""
 CLOSE_GRACE = 5.0
 """How long `close()` waits for the worker threads by default, in seconds."""
 MAX_REQUESTS = 32
@@ -72,152 +67,13 @@ _CANCEL_WORKERS, _CANCEL_BACKLOG = 2, 64
 _READ_SIZE = 64 * 1024
 _MAX_RECONNECTS = 3  # consecutive fruitless attempts to resume a stream before giving up
 _DEFAULT_RETRY = 1.0  # seconds between stream reconnections when the server named no `retry`
-_NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_PLAIN_VALUE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _SESSION_ID = re.compile(r"[\x21-\x7e]+")
-_SENTINEL_PREFIX, _SENTINEL_SUFFIX = "=?base64?", "?="
 
 
-def header_value(value: str) -> str:
-    """A routing header value as 2026-07-28 sends it: as is when it is plain visible ASCII without
-    leading or trailing spaces, otherwise `=?base64?<base64 of its UTF-8>?=`."""
-    if value == "" or (_PLAIN_VALUE.fullmatch(value) and not (value.startswith(_SENTINEL_PREFIX) and value.endswith(_SENTINEL_SUFFIX))):
-        return value
-    encoded = base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii")
-    return f"{_SENTINEL_PREFIX}{encoded}{_SENTINEL_SUFFIX}"
 
-
-# -- Server-Sent Events ----------------------------------------------------------------------------
-class TooLarge(McpsyncError, ValueError):
-    """The server sent a body, an SSE line or an SSE event over MAX_BODY_BYTES (the request fails)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SseEvent:
-    data: bytes
-    event: str = "message"
-    id: str | None = None
-
-
-class SseParser:
-    """An incremental `text/event-stream` parser (WHATWG rules): `feed()` bytes as they arrive and
-    get the events they complete. Lines end in CRLF, LF or CR; `:` lines are comments; `data` lines
-    join with newlines; `event`, `id` and `retry` are kept; an event without data is not dispatched
-    (but its `id` still counts); an unfinished event at the end of the stream is dropped."""
-
-    _LINE_END = re.compile(rb"\r\n|\r|\n")
-
-    def __init__(self, *, last_event_id: str | None = None, max_event_bytes: int = MAX_BODY_BYTES) -> None:
-        self.last_event_id = last_event_id
-        self.retry_ms: int | None = None
-        self._max = max_event_bytes
-        self._buffer = bytearray()
-        self._data: list[bytes] = []
-        self._size = 0
-        self._event = b""
-        self._started = False
-
-    def feed(self, chunk: bytes) -> list[SseEvent]:
-        self._buffer += chunk
-        if not self._started:
-            if len(self._buffer) < 3 and b"\xef\xbb\xbf".startswith(bytes(self._buffer)):
-                return []
-            self._started = True
-            if self._buffer.startswith(b"\xef\xbb\xbf"):
-                del self._buffer[:3]
-        return self._lines(final=False)
-
-    def finish(self) -> list[SseEvent]:
-        """The stream ended: complete a line ended by a lone CR; drop any unfinished event."""
-        events = self._lines(final=True)
-        self._buffer.clear()
-        self._data, self._size, self._event = [], 0, b""
-        return events
-
-    def _lines(self, *, final: bool) -> list[SseEvent]:
-        events: list[SseEvent] = []
-        buffer, pos = self._buffer, 0
-        while True:
-            match = self._LINE_END.search(buffer, pos)
-            if match is None or (not final and match.end() == len(buffer) and match.group() == b"\r"):
-                break  # a CR at the end of the chunk may be the first half of a CRLF
-            event = self._line(bytes(buffer[pos : match.start()]))
-            pos = match.end()
-            if event is not None:
-                events.append(event)
-        del buffer[:pos]
-        if len(buffer) > self._max:
-            raise TooLarge(f"the server sent an SSE line over {self._max} bytes")
-        return events
-
-    def _line(self, line: bytes) -> SseEvent | None:
-        if not line:
-            return self._dispatch()
-        if line.startswith(b":"):
-            return None
-        name, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if name == b"data":
-            self._size += len(value) + 1
-            if self._size > self._max:
-                raise TooLarge(f"the server sent an SSE event over {self._max} bytes")
-            self._data.append(value)
-        elif name == b"event":
-            self._event = value
-        elif name == b"id" and b"\0" not in value:
-            self.last_event_id = value.decode("utf-8", "replace")
-        elif name == b"retry" and value.isdigit():
-            self.retry_ms = int(value)
-        return None
-
-    def _dispatch(self) -> SseEvent | None:
-        data, event = self._data, self._event
-        self._data, self._size, self._event = [], 0, b""
-        if not data:
-            return None
-        return SseEvent(b"\n".join(data), event.decode("utf-8", "replace") or "message", self.last_event_id)
 
 
 # -- the connection --------------------------------------------------------------------------------
-class _Aborted(Exception):
-    """The exchange was cut (cancelled, or the connection closed) before it got going."""
-
-
-class _Unreachable(Exception):
-    """Connecting (DNS, TCP, TLS) failed; `reason` says how."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Stream:
-    """One HTTP exchange in use: its socket, so cancellation and close() can shut it down."""
-
-    __slots__ = ("sock", "aborted")
-
-    def __init__(self) -> None:
-        self.sock: socket.socket | None = None
-        self.aborted = False
-
-
-class _Exchange:
-    """One request in flight."""
-
-    __slots__ = ("request_id", "method", "modern", "session_sent", "stream", "answered", "cancelled")
-
-    def __init__(self, request_id: Any, method: str, modern: bool, session_sent: bool) -> None:
-        self.request_id = request_id
-        self.method = method
-        self.modern = modern
-        self.session_sent = session_sent
-        self.stream = _Stream()
-        self.answered = False
-        self.cancelled = False
-
-
 class HttpConnection:
     """Speaks JSON-RPC with an MCP server's Streamable HTTP endpoint; the same interface as
     `StdioConnection` (`start`, `send`, `close`), driven by a `ClientSession`.
@@ -266,14 +122,14 @@ class HttpConnection:
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         if not self._target.isascii() or any(c.isspace() or not c.isprintable() for c in self._target):
             raise ValueError(f"the path of {url!r} must be percent-encoded ASCII")
-        self._user_headers = _checked_headers(headers or {})
+        self._user_headers = checked_headers(headers or {})
         self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}  # tool name -> its Mcp-Param-* headers
         self._ssl_context = ssl_context
         self._lock = threading.Lock()
         self._on_message: OnMessage | None = None
         self._on_lost: OnLost | None = None
-        self._exchanges: dict[Any, _Exchange] = {}
-        self._streams: set[_Stream] = set()
+        self._exchanges: dict[Any, Exchange] = {}
+        self._streams: set[Stream] = set()
         self._requests = WorkerPool("mcpsync-http-request", workers=MAX_REQUESTS, backlog=REQUEST_BACKLOG)
         self._cancels = WorkerPool("mcpsync-http-cancel", workers=_CANCEL_WORKERS, backlog=_CANCEL_BACKLOG)
         self._get_stream: threading.Thread | None = None
@@ -342,7 +198,7 @@ class HttpConnection:
             self._delete_session(max(0.1, min(self.timeout, grace)))
         with self._lock:
             for stream in list(self._streams):
-                _shut(stream)
+                shut(stream)
             get_stream = self._get_stream
         survivors = self._requests.close(max(0.0, deadline - time.monotonic()))
         survivors += self._cancels.close(max(0.0, deadline - time.monotonic()))
@@ -356,7 +212,7 @@ class HttpConnection:
     # -- requests --------------------------------------------------------------------------------
     def _start_request(self, message: dict[str, Any], method: str, body: bytes) -> None:
         headers, modern, session_sent = self._headers_for(message)
-        exchange = _Exchange(message["id"], method, modern, session_sent)
+        exchange = Exchange(message["id"], method, modern, session_sent)
         with self._lock:
             if self._closed:
                 raise ConnectionLost("the connection is closed")
@@ -369,16 +225,16 @@ class HttpConnection:
             self._forget(exchange, None)
             self._fail(exchange, f"{method} was not sent: {MAX_REQUESTS + REQUEST_BACKLOG} requests are already in flight or waiting")
 
-    def _run_request(self, exchange: _Exchange, body: bytes, headers: dict[str, str]) -> None:
+    def _run_request(self, exchange: Exchange, body: bytes, headers: dict[str, str]) -> None:
         conn: http.client.HTTPConnection | None = None
         try:
             try:
                 conn, response = self._open("POST", headers, body, exchange.stream, self.sse_read_timeout)
                 parser = self._answer(exchange, response)
                 self._resume(exchange, parser)
-            except _Aborted:
+            except Aborted:
                 pass
-            except _Unreachable as exc:
+            except Unreachable as exc:
                 with self._lock:
                     reached = self._reached
                 if reached:
@@ -388,7 +244,7 @@ class HttpConnection:
             except TooLarge as exc:
                 self._fail(exchange, str(exc))
             except (OSError, http.client.HTTPException, ValueError) as exc:
-                self._fail(exchange, f"{exchange.method} failed: {_describe(exc)}")
+                self._fail(exchange, f"{exchange.method} failed: {describe(exc)}")
             if not exchange.answered:
                 self._fail(exchange, f"the server did not answer {exchange.method} (the HTTP response ended without a JSON-RPC response)")
         except Exception:  # a bug; the caller must still not wait forever
@@ -397,13 +253,13 @@ class HttpConnection:
         finally:
             self._forget(exchange, conn)
 
-    def _forget(self, exchange: _Exchange, conn: http.client.HTTPConnection | None) -> None:
+    def _forget(self, exchange: Exchange, conn: http.client.HTTPConnection | None) -> None:
         with self._lock:
             if self._exchanges.get(exchange.request_id) is exchange:
                 del self._exchanges[exchange.request_id]
         self._release(exchange.stream, conn)
 
-    def _answer(self, exchange: _Exchange, response: http.client.HTTPResponse) -> SseParser | None:
+    def _answer(self, exchange: Exchange, response: http.client.HTTPResponse) -> SseParser | None:
         """Deliver what one HTTP response says about `exchange`; returns the SSE parser when the
         answer was a stream (for resuming it), else None."""
         status = response.status
@@ -413,24 +269,24 @@ class HttpConnection:
             return None
         if exchange.method == "initialize" and 200 <= status < 300:
             self._capture_session(response)
-        kind = _media_type(response)
+        kind = media_type(response)
         if kind == "text/event-stream":
             parser = SseParser()
             self._pump(response, parser, exchange)
             return parser
-        body = _read_body(response)
-        messages = _messages_from(body, exchange) if body.strip() and _is_json(kind) else []
+        body = read_body(response)
+        messages = messages_from(body, exchange) if body.strip() and is_json(kind) else []
         for message in messages:
             self._deliver(exchange, message)
         if not exchange.answered:
             if status >= 400:
-                detail = _snippet(body)
+                detail = snippet(body)
                 self._fail(exchange, f"HTTP {status} {response.reason}" + (f": {detail}" if detail else ""), status)
             elif not messages:
                 self._fail(exchange, f"the server answered {exchange.method} with HTTP {status} and no JSON-RPC response", status)
         return None
 
-    def _resume(self, exchange: _Exchange, parser: SseParser | None) -> None:
+    def _resume(self, exchange: Exchange, parser: SseParser | None) -> None:
         """Handshake era (2025-11-25 polling): a stream that ended before the response, after the
         server gave an event id, is resumed with GET + Last-Event-ID, a bounded number of times.
         The GET uses the exchange's stream, so cancelling the request still cuts it."""
@@ -443,7 +299,7 @@ class HttpConnection:
             headers = self._session_headers({"Accept": "text/event-stream", "Last-Event-ID": parser.last_event_id})
             conn, response = self._open("GET", headers, None, stream, self.sse_read_timeout)
             try:
-                if response.status != 200 or _media_type(response) != "text/event-stream":
+                if response.status != 200 or media_type(response) != "text/event-stream":
                     log.debug("resuming %s: HTTP %d", exchange.method, response.status)
                     return
                 parser = SseParser(last_event_id=parser.last_event_id)
@@ -453,7 +309,7 @@ class HttpConnection:
                     stream.sock = None
                 conn.close()
 
-    def _pump(self, response: http.client.HTTPResponse, parser: SseParser, exchange: _Exchange | None) -> int:
+    def _pump(self, response: http.client.HTTPResponse, parser: SseParser, exchange: Exchange | None) -> int:
         """Read events until the stream ends, or (for a request) until its response arrived;
         returns how many bytes came (keep-alive comments included)."""
         received = 0
@@ -463,7 +319,7 @@ class HttpConnection:
             for event in parser.feed(chunk) if chunk else parser.finish():
                 if event.event != "message" or not event.data.strip():
                     continue
-                messages = _messages_from(event.data, exchange)
+                messages = messages_from(event.data, exchange)
                 if not messages:
                     log.warning("%s sent an SSE event that is not a JSON-RPC message: %.200r", self.url, event.data)
                 for message in messages:
@@ -471,8 +327,8 @@ class HttpConnection:
             if not chunk or (exchange is not None and exchange.answered):
                 return received
 
-    def _deliver(self, exchange: _Exchange | None, message: Message) -> None:
-        if exchange is not None and isinstance(message, Response) and _same_id(message.id, exchange.request_id):
+    def _deliver(self, exchange: Exchange | None, message: Message) -> None:
+        if exchange is not None and isinstance(message, Response) and same_id(message.id, exchange.request_id):
             if exchange.answered:
                 return
             exchange.answered = True
@@ -483,7 +339,7 @@ class HttpConnection:
                         self._protocol_version = version
         self._emit(message)
 
-    def _fail(self, exchange: _Exchange, reason: str, status: int | None = None) -> None:
+    def _fail(self, exchange: Exchange, reason: str, status: int | None = None) -> None:
         """Answer `exchange` locally with an error, so its caller fails now instead of waiting."""
         if exchange.answered or exchange.cancelled or exchange.stream.aborted:
             return
@@ -505,7 +361,7 @@ class HttpConnection:
             self._session_id = session_id
 
     # -- notifications, responses and cancellation -------------------------------------------------
-    def _cancel_target(self, message: dict[str, Any]) -> tuple[_Exchange | None, bool]:
+    def _cancel_target(self, message: dict[str, Any]) -> tuple[Exchange | None, bool]:
         """The request a `notifications/cancelled` names (if still in flight) and whether it is
         of the 2026-07-28 era (then nothing is POSTed)."""
         params = message.get("params")
@@ -532,7 +388,7 @@ class HttpConnection:
             if exchange is not None:
                 self._cut(exchange)
 
-    def _post_cancel(self, message: dict[str, Any], body: bytes, exchange: _Exchange | None) -> None:
+    def _post_cancel(self, message: dict[str, Any], body: bytes, exchange: Exchange | None) -> None:
         try:
             self._post_now(message, body)
         except ConnectionLost as exc:
@@ -543,16 +399,16 @@ class HttpConnection:
             if exchange is not None:
                 self._cut(exchange)
 
-    def _cut(self, exchange: _Exchange) -> None:
+    def _cut(self, exchange: Exchange) -> None:
         exchange.cancelled = True
         with self._lock:
-            _shut(exchange.stream)
+            shut(exchange.stream)
 
     def _post_now(self, message: dict[str, Any], body: bytes) -> None:
         """POST a notification or response and wait for the server to take it."""
         headers, _, session_sent = self._headers_for(message)
         what = message.get("method") or f"the response to {message.get('id')!r}"
-        stream = _Stream()
+        stream = Stream()
         conn = None
         try:
             self._register(stream)
@@ -563,14 +419,14 @@ class HttpConnection:
                 self._lose(lost)
                 raise lost
             if status >= 400:
-                detail = _snippet(_read_body(response, 4096)) if _media_type(response) != "text/event-stream" else ""
+                detail = snippet(read_body(response, 4096)) if media_type(response) != "text/event-stream" else ""
                 log.warning("%s refused %s: HTTP %d %s %s", self.url, what, status, response.reason, detail)
-        except _Aborted as exc:
+        except Aborted as exc:
             raise ConnectionLost("the connection is closed") from exc
-        except _Unreachable as exc:
+        except Unreachable as exc:
             raise ConnectionLost(f"cannot send {what} to {self.url}: {exc.reason}") from exc
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise ConnectionLost(f"cannot send {what} to {self.url}: {_describe(exc)}") from exc
+            raise ConnectionLost(f"cannot send {what} to {self.url}: {describe(exc)}") from exc
         finally:
             self._release(stream, conn)
 
@@ -595,7 +451,7 @@ class HttpConnection:
                     extra["Last-Event-ID"] = last_id
                 headers = self._session_headers(extra)
                 session_sent = "Mcp-Session-Id" in headers
-                stream = _Stream()
+                stream = Stream()
                 conn = None
                 try:
                     self._register(stream)
@@ -606,7 +462,7 @@ class HttpConnection:
                     if response.status == 404 and session_sent:
                         self._lose(ConnectionLost(f"the server at {self.url} ended the session (HTTP 404): session expired"))
                         return
-                    if response.status != 200 or _media_type(response) != "text/event-stream":
+                    if response.status != 200 or media_type(response) != "text/event-stream":
                         log.debug("%s refused the GET stream: HTTP %d", self.url, response.status)
                         fruitless += 1
                     else:
@@ -617,14 +473,14 @@ class HttpConnection:
                             last_id, retry_ms = parser.last_event_id, parser.retry_ms
                         fruitless = 0 if received else fruitless + 1
                     unreachable = None
-                except _Aborted:
+                except Aborted:
                     return
                 except TimeoutError:
                     pass  # silent for sse_read_timeout: reconnect
-                except (_Unreachable, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
+                except (Unreachable, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
                     log.debug("the GET stream of %s failed: %s", self.url, exc)
                     fruitless += 1
-                    unreachable = exc if isinstance(exc, _Unreachable) else None
+                    unreachable = exc if isinstance(exc, Unreachable) else None
                 finally:
                     self._release(stream, conn)
                 if fruitless >= _MAX_RECONNECTS:
@@ -638,13 +494,13 @@ class HttpConnection:
 
     def _delete_session(self, timeout: float) -> None:
         headers = self._session_headers({})
-        stream = _Stream()  # not registered: it runs while closing, and bounds itself by timeout
+        stream = Stream()  # not registered: it runs while closing, and bounds itself by timeout
         conn = None
         try:
             conn, response = self._open("DELETE", headers, None, stream, timeout, timeout)
             response.read(4096)
             log.debug("DELETE of the session at %s: HTTP %d", self.url, response.status)
-        except (_Aborted, _Unreachable, OSError, http.client.HTTPException, ValueError) as exc:
+        except (Aborted, Unreachable, OSError, http.client.HTTPException, ValueError) as exc:
             log.debug("DELETE of the session at %s failed: %s", self.url, exc)
         finally:
             if conn is not None:
@@ -665,36 +521,14 @@ class HttpConnection:
     def _headers_for(self, message: dict[str, Any]) -> tuple[dict[str, str], bool, bool]:
         """The headers of a POST of `message`, whether it is 2026-07-28, and whether the session
         id went with it."""
-        given = message.get("params")
-        params: dict[str, Any] = given if isinstance(given, dict) else {}
-        meta = params.get("_meta")
-        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
         own = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if isinstance(version, str):
-            method = message.get("method")
-            own["MCP-Protocol-Version"] = header_value(version)
-            if isinstance(method, str):
-                own["Mcp-Method"] = header_value(method)
-                name = params.get(_NAMED_METHODS.get(method, ""))
-                if isinstance(name, str):
-                    own["Mcp-Name"] = header_value(name)
-                if method == "tools/call" and isinstance(name, str):
-                    own.update(self._argument_headers(name, params.get("arguments")))
-            return _merged(self._user_headers, own), True, False
+        routing = routing_headers(message, self._param_headers)
+        if routing is not None:
+            return merged(self._user_headers, {**own, **routing}), True, False
         if message.get("method") == "initialize":
-            return _merged(self._user_headers, own), False, False
+            return merged(self._user_headers, own), False, False
         headers = self._session_headers(own)
         return headers, False, "Mcp-Session-Id" in headers
-
-    def _argument_headers(self, tool: str, arguments: Any) -> dict[str, str]:
-        """`Mcp-Param-<Token>` for each annotated argument present (null counts as absent)."""
-        headers = {}
-        for path, token, _ in self._param_headers.get(tool, ()):
-            value = value_at(arguments, path) if isinstance(arguments, dict) else None
-            rendered = None if value is None else render_value(value)
-            if rendered is not None:
-                headers[f"Mcp-Param-{token}"] = header_value(rendered)
-        return headers
 
     def _session_headers(self, own: dict[str, str]) -> dict[str, str]:
         own = dict(own)
@@ -704,29 +538,29 @@ class HttpConnection:
             own["MCP-Protocol-Version"] = version
         if session_id is not None:
             own["Mcp-Session-Id"] = session_id
-        return _merged(self._user_headers, own)
+        return merged(self._user_headers, own)
 
     def _open(
         self,
         method: str,
         headers: dict[str, str],
         body: bytes | None,
-        stream: _Stream,
+        stream: Stream,
         read_timeout: float,
         connect_timeout: float | None = None,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Connect and send within `connect_timeout` (default `timeout`), then wait for the response
-        head within `read_timeout`. Raises _Unreachable when connecting fails, _Aborted when the
+        head within `read_timeout`. Raises Unreachable when connecting fails, Aborted when the
         stream was cut, or the http.client/socket error otherwise."""
         conn = self._new_http(self.timeout if connect_timeout is None else connect_timeout)
         try:
             try:
                 conn.connect()
             except (OSError, ValueError) as exc:
-                raise _Unreachable(_describe(exc)) from exc
+                raise Unreachable(describe(exc)) from exc
             with self._lock:
                 if stream.aborted:
-                    raise _Aborted()
+                    raise Aborted()
                 stream.sock = conn.sock
             conn.request(method, self._target, body=body, headers=headers)
             conn.sock.settimeout(read_timeout)
@@ -736,7 +570,7 @@ class HttpConnection:
                 stream.sock = None
             conn.close()
             if stream.aborted:
-                raise _Aborted() from None
+                raise Aborted() from None
             raise
         self._reached_server()
         return conn, response
@@ -748,13 +582,13 @@ class HttpConnection:
             self._ssl_context = ssl.create_default_context()
         return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl_context)
 
-    def _register(self, stream: _Stream) -> None:
+    def _register(self, stream: Stream) -> None:
         with self._lock:
             if self._closed or self._lost is not None:
-                raise _Aborted()
+                raise Aborted()
             self._streams.add(stream)
 
-    def _release(self, stream: _Stream, conn: http.client.HTTPConnection | None) -> None:
+    def _release(self, stream: Stream, conn: http.client.HTTPConnection | None) -> None:
         with self._lock:
             self._streams.discard(stream)
             stream.sock = None
@@ -790,110 +624,10 @@ class HttpConnection:
             self._lost = error
             callback = self._on_lost
             for stream in list(self._streams):
-                _shut(stream)
+                shut(stream)
         self._closing.set()
         if callback is not None:
             try:
                 callback(error)
             except Exception:
                 log.exception("the session's lost callback raised")
-
-
-def _shut(stream: _Stream) -> None:
-    """Cut a stream (the caller holds the connection's lock, so the socket is still open)."""
-    stream.aborted = True
-    if stream.sock is not None:
-        try:
-            socket.socket.shutdown(stream.sock, socket.SHUT_RDWR)  # not SSLSocket's: no TLS state change
-        except OSError:
-            pass
-
-
-def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    checked: dict[str, str] = {}
-    for name, value in headers.items():
-        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-            raise ValueError(f"invalid HTTP header name {name!r}")
-        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
-            raise ValueError(f"invalid value for HTTP header {name!r}")
-        try:
-            value.encode("latin-1")
-        except UnicodeEncodeError:
-            raise ValueError(f"the value of HTTP header {name!r} is not Latin-1; encode it first") from None
-        checked[name] = value
-    return checked
-
-
-def _merged(user: dict[str, str], own: dict[str, str]) -> dict[str, str]:
-    """The user's headers, except where the protocol's own headers (which win) have the same name."""
-    taken = {name.lower() for name in own}
-    return {**{n: v for n, v in user.items() if n.lower() not in taken}, **own}
-
-
-def _media_type(response: http.client.HTTPResponse) -> str:
-    return (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
-
-
-def _is_json(media_type: str) -> bool:
-    return media_type in ("application/json", "") or media_type.endswith("+json")
-
-
-def _read_body(response: http.client.HTTPResponse, limit: int = MAX_BODY_BYTES) -> bytes:
-    body = response.read(limit + 1)
-    if len(body) > limit:
-        raise TooLarge(f"the server sent a body over {limit} bytes")
-    return body
-
-
-def _messages_from(data: bytes, exchange: _Exchange | None) -> list[Message]:
-    """The JSON-RPC messages in a body or event: one object, or a list (a 2025-03-26 batch).
-    An error without an id answering a single request's POST is that request's error."""
-    try:
-        obj = ujson.loads(data)
-    except (ValueError, OverflowError, RecursionError):
-        return []
-    messages: list[Message] = []
-    for item in obj if isinstance(obj, list) else [obj]:
-        if not isinstance(item, dict):
-            continue
-        if exchange is not None and "error" in item and "method" not in item and item.get("id") is None:
-            item = {**item, "id": exchange.request_id}
-        message = jsonrpc.decode_object(item)
-        if isinstance(message, Invalid):
-            log.debug("dropped a malformed message from the server: %s", message.error.message)
-            continue
-        messages.append(message)
-    return messages
-
-
-def _same_id(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _snippet(body: bytes, limit: int = 200) -> str:
-    text = body[: limit * 4].decode("utf-8", "replace")
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _describe(exc: BaseException) -> str:
-    """A short, human reason for a network failure."""
-    if isinstance(exc, socket.gaierror):
-        return f"cannot resolve the host name ({exc.strerror or exc})"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS certificate verification failed ({exc.verify_message or exc})"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS failed ({exc.reason or exc})"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return "the server closed the connection without answering"
-    if isinstance(exc, http.client.IncompleteRead):
-        return "the server closed the connection in the middle of the response"
-    if isinstance(exc, http.client.HTTPException):
-        return f"malformed HTTP response ({type(exc).__name__})"
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc) or type(exc).__name__
-    return str(exc) or type(exc).__name__

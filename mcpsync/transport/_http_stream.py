@@ -35,6 +35,7 @@ from typing import Any
 from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import Request
+from ..protocol.sse import sse_event
 from ._asks import PendingAsks, cancelled_frame, request_frame
 from ._cancellation import Cancellable
 
@@ -64,11 +65,6 @@ class Final:
     frame: bytes | None
     status: int = 200
     claims: Any = None  # the era a successful result locks (initialize: the handshake era)
-
-
-def sse_event(frame: bytes) -> bytes:
-    """One compact JSON-RPC frame (a single line) as an SSE `message` event."""
-    return b"event: message\ndata: " + frame.rstrip(b"\n") + b"\n\n"
 
 
 class Channel:

@@ -248,6 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # a client's whole request pool may connect at once (the default is 5)
 
     def __init__(self, mock: "MockServer") -> None:
         self.mock = mock

@@ -1,0 +1,142 @@
+"""What one HTTP exchange of the client is made of, apart from the connection that runs it: the
+socket registration that lets a cancel or close() cut a blocked read, the request in flight, and
+the readers of what came back (bodies, JSON-RPC messages, a failure put in words).
+
+Why apart: none of it holds the connection's state, so `HttpConnection` keeps only the protocol's
+decisions (eras, sessions, which failure means what).
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import socket
+import ssl
+from typing import Any
+
+import ujson
+
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import Invalid, Message
+from ..protocol.sse import TooLarge
+
+log = logging.getLogger("mcpsync.client")
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The largest JSON body or SSE event accepted from the server."""
+
+
+class Aborted(Exception):
+    """The exchange was cut (cancelled, or the connection closed) before it got going."""
+
+
+class Unreachable(Exception):
+    """Connecting (DNS, TCP, TLS) failed; `reason` says how."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Stream:
+    """One HTTP exchange in use: its socket, so cancellation and close() can shut it down."""
+
+    __slots__ = ("sock", "aborted")
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.aborted = False
+
+
+class Exchange:
+    """One request in flight."""
+
+    __slots__ = ("request_id", "method", "modern", "session_sent", "stream", "answered", "cancelled")
+
+    def __init__(self, request_id: Any, method: str, modern: bool, session_sent: bool) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.modern = modern
+        self.session_sent = session_sent
+        self.stream = Stream()
+        self.answered = False
+        self.cancelled = False
+
+
+def shut(stream: Stream) -> None:
+    """Cut a stream (the caller holds the connection's lock, so the socket is still open)."""
+    stream.aborted = True
+    if stream.sock is not None:
+        try:
+            socket.socket.shutdown(stream.sock, socket.SHUT_RDWR)  # not SSLSocket's: no TLS state change
+        except OSError:
+            pass
+
+
+def media_type(response: http.client.HTTPResponse) -> str:
+    return (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
+
+
+def is_json(media_type: str) -> bool:
+    return media_type in ("application/json", "") or media_type.endswith("+json")
+
+
+def read_body(response: http.client.HTTPResponse, limit: int = MAX_BODY_BYTES) -> bytes:
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise TooLarge(f"the server sent a body over {limit} bytes")
+    return body
+
+
+def messages_from(data: bytes, exchange: Exchange | None) -> list[Message]:
+    """The JSON-RPC messages in a body or event: one object, or a list (a 2025-03-26 batch).
+    An error without an id answering a single request's POST is that request's error."""
+    try:
+        obj = ujson.loads(data)
+    except (ValueError, OverflowError, RecursionError):
+        return []
+    messages: list[Message] = []
+    for item in obj if isinstance(obj, list) else [obj]:
+        if not isinstance(item, dict):
+            continue
+        if exchange is not None and "error" in item and "method" not in item and item.get("id") is None:
+            item = {**item, "id": exchange.request_id}
+        message = jsonrpc.decode_object(item)
+        if isinstance(message, Invalid):
+            log.debug("dropped a malformed message from the server: %s", message.error.message)
+            continue
+        messages.append(message)
+    return messages
+
+
+def same_id(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def snippet(body: bytes, limit: int = 200) -> str:
+    text = body[: limit * 4].decode("utf-8", "replace")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(exc: BaseException) -> str:
+    """A short, human reason for a network failure."""
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror or exc})"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate verification failed ({exc.verify_message or exc})"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc})"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the server closed the connection without answering"
+    if isinstance(exc, http.client.IncompleteRead):
+        return "the server closed the connection in the middle of the response"
+    if isinstance(exc, http.client.HTTPException):
+        return f"malformed HTTP response ({type(exc).__name__})"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__
