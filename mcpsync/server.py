@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._process import StdioWire as StdioWire  # re-exported: serve_stdio takes one, isolate_stdio makes it
+from ._process import graceful_signals
+from ._process import isolate_stdio as isolate_stdio
 from ._version import __version__
 from .catalog.catalog import Catalog
 from .catalog.service import Service, Tool
@@ -270,7 +270,7 @@ class Server:
         """
         wire = wire or isolate_stdio()
         transport = self.serve_fds(wire.wire_in, wire.wire_out, on_stopped=wire.restore, start=False)
-        with _graceful_signals(transport, on_signal=lambda: self._upstreams_shutting_down(True)):
+        with graceful_signals(transport, on_signal=lambda: self._upstreams_shutting_down(True)):
             try:
                 return transport.serve()
             finally:
@@ -458,7 +458,7 @@ class Server:
             subscription_cap=subscription_cap,
             shutdown_timeout=shutdown_timeout,
         )
-        with _graceful_signals(serving, on_signal=lambda: self._upstreams_shutting_down(True)):
+        with graceful_signals(serving, on_signal=lambda: self._upstreams_shutting_down(True)):
             if on_ready is not None:
                 on_ready(serving.url)
             try:
@@ -553,45 +553,6 @@ class Server:
         self.close()
 
 
-def isolate_stdio() -> StdioWire:
-    """Take fds 0 and 1 for the MCP wire: the wire keeps private duplicates, while fd 0 reads
-    /dev/null and fd 1 writes to stderr, so nothing else in the process can reach the client."""
-    return StdioWire()
-
-
-class StdioWire:
-    """Private duplicates of fds 0 and 1 for the wire; fd 0 → /dev/null and fd 1 → stderr meanwhile."""
-
-    def __init__(self) -> None:
-        for stream in (sys.stdout, sys.__stdout__):
-            if stream is not None:
-                stream.flush()
-        self.wire_in = os.dup(0)
-        self.wire_out = os.dup(1)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        try:
-            os.dup2(devnull, 0)
-            os.dup2(2, 1)
-        finally:
-            os.close(devnull)
-        self._restored = False
-
-    def restore(self) -> None:
-        if self._restored:
-            return
-        self._restored = True
-        for stream in (sys.stdout, sys.__stdout__):
-            if stream is not None:
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-        os.dup2(self.wire_in, 0)
-        os.dup2(self.wire_out, 1)
-        os.close(self.wire_in)
-        os.close(self.wire_out)
-
-
 def _streams_within(threads: int, max_streams: int | None) -> int:
     """`max_streams` for mcpsync's HTTP server of `threads` connections (None: three quarters of
     them), which must stay below it: each open stream holds a connection, and so its thread."""
@@ -604,36 +565,3 @@ def _streams_within(threads: int, max_streams: int | None) -> int:
 def _declares_roots(session: Session) -> bool:
     """Whether a connection's client can be asked for its roots outside a request."""
     return session.era is Era.HANDSHAKE and session.initialized and isinstance(session.client_capabilities.get("roots"), dict)
-
-
-class _graceful_signals:
-    """SIGTERM and SIGINT ask the transport to shut down (main thread only; restored on exit).
-
-    The kernel may deliver a signal to any thread; Python then runs the handler on the main thread
-    only once that thread runs again. So the transport's wake-up pipe is also the signal wake-up fd:
-    the signal itself wakes the reader from `poll()`, and the handler runs right after.
-    """
-
-    def __init__(self, transport: Any, on_signal: Callable[[], None] = lambda: None) -> None:
-        self._transport = transport
-        self._on_signal = on_signal
-        self._previous: dict[int, Any] = {}
-        self._previous_wakeup: int | None = None
-
-    def __enter__(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        self._previous_wakeup = signal.set_wakeup_fd(self._transport.signal_wakeup_fd, warn_on_full_buffer=False)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            self._previous[signum] = signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        log.info("received %s; shutting down", signal.Signals(signum).name)
-        self._on_signal()
-        self._transport.request_shutdown()
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        if self._previous_wakeup is not None:
-            signal.set_wakeup_fd(self._previous_wakeup)
