@@ -53,7 +53,6 @@ several worker processes, route each session to one (sticky on `Mcp-Session-Id`)
 
 from __future__ import annotations
 
-import http
 import logging
 import threading
 import time
@@ -78,6 +77,7 @@ from ._http_options import (
     DEFAULT_SESSION_TIMEOUT,
     WsgiApp,
 )
+from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
 from ._http_rules import (
     accepts,
     error_status,
@@ -98,7 +98,7 @@ from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
 
 if TYPE_CHECKING:
-    from wsgiref.types import InputStream
+    pass
 
 log = logging.getLogger("mcpsync")
 
@@ -107,17 +107,6 @@ HTTP = TransportInfo("http", supports_subscriptions=True, handshake_push=True)
 CHANNEL_CAPACITY = 256
 
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
-
-
-class _Refused(Exception):
-    """An HTTP-level refusal: `status`, with a JSON-RPC error body (code -32600 unless given)."""
-
-    def __init__(self, status: int, message: str, request_id: Any = None, *, error: McpError | None = None, allow: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error or McpError(ErrorCode.INVALID_REQUEST, message)
-        self.request_id = request_id
-        self.allow = allow
 
 
 class WsgiTransport:
@@ -211,7 +200,7 @@ class WsgiTransport:
         if normalize_path(environ.get("PATH_INFO", "")) != self.path:
             if self._fallback is not None:
                 return self._fallback(environ, start_response)
-            return _plain(start_response, 404)
+            return empty_reply(start_response, 404)
         try:
             refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
             if refusal is not None:
@@ -229,25 +218,25 @@ class WsgiTransport:
             raise _Refused(405, f"Method Not Allowed: {method}", allow="GET, POST, DELETE")
         except _Refused as refused:
             extra = [("Allow", refused.allow)] if refused.allow else []
-            return _json(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), extra)
+            return json_reply(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), extra)
 
     def _post(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if media_type(header(environ, "Content-Type")) != "application/json":
             raise _Refused(415, "Unsupported Media Type: the body must be application/json")
         if accepts(header(environ, "Accept")) != (True, True):
             raise _Refused(406, "Not Acceptable: Accept must list application/json and text/event-stream")
-        message = jsonrpc.decode(self._read_body(environ))
+        message = jsonrpc.decode(read_body(environ, self._max_body))
         version = header(environ, "MCP-Protocol-Version")
         era = route(message, version)
         if isinstance(message, Invalid):  # never reached the engine: a client error in either era
-            return _json(start_response, 400, jsonrpc.encode(jsonrpc.error_frame(message.answer_id, message.error)))
+            return json_reply(start_response, 400, jsonrpc.encode(jsonrpc.error_frame(message.answer_id, message.error)))
         if isinstance(message, Response):
             if era is Era.MODERN:
                 raise _Refused(400, "Invalid Request: a 2026-07-28 POST carries one request or notification")
             owner = self._session_of(environ)
             if not owner.asks.answer(message):  # to the request that asked, wherever it waits
                 log.debug("session %s: ignored a response to %r, which no request awaits", owner.id[:8], message.id)
-            return _plain(start_response, 202)
+            return empty_reply(start_response, 202)
         if isinstance(message, Notification):
             return self._notification(environ, start_response, message, era, version)
         if era is Era.MODERN:
@@ -267,7 +256,7 @@ class WsgiTransport:
         exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
-            return _json(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
+            return json_reply(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
         exchange.answered.add_done_callback(lambda _f: self._sessions.end(owner, exchange))
         return self._run(environ, start_response, exchange, owner.session, Era.HANDSHAKE, None)
 
@@ -279,14 +268,14 @@ class WsgiTransport:
             # acknowledged and dropped, as the SDKs do, unless the version is not served.
             if version is not None and version not in MODERN_VERSIONS:
                 raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
-            return _plain(start_response, 202)
+            return empty_reply(start_response, 202)
         owner = self._session_of(environ)
         if message.method == "notifications/cancelled":
             exchange = self._sessions.inflight(owner, message.params.get("requestId"))
             if exchange is not None and exchange.request.method != "initialize":
                 exchange.cancel()
                 exchange.answer(Final(None))  # the client stopped waiting: no response
-        return _plain(start_response, 202)
+        return empty_reply(start_response, 202)
 
     def _get(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         owner = self._handshake_session(environ)
@@ -301,13 +290,13 @@ class WsgiTransport:
                 raise _Refused(503, "Service Unavailable: too many open streams")
             owner.streaming = True
             self._streams += 1
-        start_response(_status(200), list(SSE_HEADERS))
+        start_response(status_line(200), list(SSE_HEADERS))
         return SseBody(owner.events, keepalive=self._keepalive, on_close=lambda _completed: self._release_get(owner))
 
     def _delete(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         owner = self._handshake_session(environ)
         self._sessions.remove(owner.id)
-        return _plain(start_response, 204)
+        return empty_reply(start_response, 204)
 
     def _handshake_session(self, environ: dict[str, Any]) -> HttpSession:
         """GET and DELETE exist only for handshake-era sessions: 405 otherwise."""
@@ -324,29 +313,6 @@ class WsgiTransport:
         if found is None:
             raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
         return found
-
-    def _read_body(self, environ: dict[str, Any]) -> bytes:
-        stream: InputStream = environ["wsgi.input"]
-        length_text = header(environ, "Content-Length")
-        try:
-            if length_text:
-                length = int(length_text)
-                if length < 0:
-                    raise ValueError(length_text)
-                if length > self._max_body:
-                    raise _Refused(413, f"Payload Too Large: the limit is {self._max_body} bytes")
-                body = stream.read(length)
-                if len(body) < length:
-                    raise _Refused(400, "Bad Request: the body ended early")
-                return body
-            if not environ.get("wsgi.input_terminated"):
-                raise _Refused(411, "Length Required")
-            body = stream.read(self._max_body + 1)
-        except (OSError, ValueError) as exc:
-            raise _Refused(400, f"Bad Request: cannot read the body ({exc})") from exc
-        if len(body) > self._max_body:
-            raise _Refused(413, f"Payload Too Large: the limit is {self._max_body} bytes")
-        return body
 
     # -- one request -----------------------------------------------------------------------------
     def _run(
@@ -448,7 +414,7 @@ class WsgiTransport:
             if isinstance(item, Final):
                 return self._answer_json(start_response, item, created)
             if item is CLOSED:
-                return _plain(start_response, 204)
+                return empty_reply(start_response, 204)
             if item is TIMEOUT:
                 if deadline is not None and time.monotonic() >= deadline:
                     self._expire(exchange)  # its answer is in the channel now (or was already)
@@ -461,16 +427,16 @@ class WsgiTransport:
 
     def _answer_json(self, start_response: Callable[..., Any], final: Final, created: HttpSession | None) -> Iterable[bytes]:
         if final.frame is None:
-            return _plain(start_response, 204)
+            return empty_reply(start_response, 204)
         extra = []
         if created is not None and final.claims is Era.HANDSHAKE:
             created.session.commit_era(Era.HANDSHAKE)
             self._sessions.add(created)
             extra.append(("Mcp-Session-Id", created.id))
-        return _json(start_response, final.status, final.frame, extra)
+        return json_reply(start_response, final.status, final.frame, extra)
 
     def _stream(self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None) -> SseBody:
-        start_response(_status(200), list(SSE_HEADERS))
+        start_response(status_line(200), list(SSE_HEADERS))
         return SseBody(
             exchange.channel,
             keepalive=self._keepalive,
@@ -621,7 +587,7 @@ class WsgiTransport:
         with self._lock:
             respond_now = self._inline.get(exchange)
         if respond_now is not None and final.frame is not None:
-            respond_now(_status(final.status), [("Content-Type", "application/json")], final.frame)
+            respond_now(status_line(final.status), [("Content-Type", "application/json")], final.frame)
 
     def wait(self, timeout: float) -> bool:
         """Wait until `shutdown()` has finished; True if it has."""
@@ -647,17 +613,3 @@ class WsgiTransport:
         if plan is None:
             plan = self._header_plans[tool] = param_headers(tool.definition().get("inputSchema"))
         return plan
-
-
-def _status(code: int) -> str:
-    return f"{code} {http.HTTPStatus(code).phrase}"
-
-
-def _json(start_response: Callable[..., Any], status: int, body: bytes, extra: list[tuple[str, str]] | None = None) -> list[bytes]:
-    start_response(_status(status), [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(extra or [])])
-    return [body]
-
-
-def _plain(start_response: Callable[..., Any], status: int) -> list[bytes]:
-    start_response(_status(status), [("Content-Length", "0")] if status not in (204, 304) else [])
-    return []
