@@ -8,7 +8,8 @@ shutdown, `drain` waits for the requests in flight with a deadline (cancelling t
 of input, only once shutdown is asked for); the transport answers each one that outlives it
 -32603 `SHUTTING_DOWN` (`shutting_down_frame`), once, so whatever it returns later is dropped;
 `stop_workers` then joins the executor, or, past the deadline, drops its queued work and leaves the
-stuck threads behind. Nothing here waits without a deadline.
+stuck threads behind. Nothing here waits without a deadline. A finished request's answer is
+encoded the same way everywhere too (`answer_frame`).
 
 The table has its own lock, held only for a lookup or a change: a transport may call in while
 holding its output lock, and nothing here calls back out.
@@ -17,13 +18,17 @@ holding its output lock, and nothing here calls back out.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..engine.outcome import Failure, Success
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, McpError
+from ..protocol.jsonrpc import ErrorCode, McpError, Request
+
+log = logging.getLogger("mcpsync")
 
 SHUTTING_DOWN = "the server is shutting down"
 """The -32603 answer of a request that shutdown gave up on, or never ran."""
@@ -44,6 +49,18 @@ R = TypeVar("R", bound=Running)
 def shutting_down_frame(request_id: Any) -> bytes:
     """The encoded -32603 answer of a request still unanswered when shutdown gave up on it."""
     return jsonrpc.encode(jsonrpc.error_frame(request_id, McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)))
+
+
+def answer_frame(request: Request, outcome: Success | Failure) -> tuple[bytes, McpError | None]:
+    """The encoded answer of a finished request, and its error when it failed. A result that is
+    not JSON becomes -32603 (and is logged), so the client still gets its one answer."""
+    if isinstance(outcome, Success):
+        try:
+            return jsonrpc.encode(jsonrpc.result_frame(request.id, outcome.result)), None
+        except jsonrpc.EncodeError as exc:
+            log.error("result of %s (id %r) is not JSON-serializable: %s", request.method, request.id, exc)
+            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error: result is not JSON-serializable"))
+    return jsonrpc.encode(jsonrpc.error_frame(request.id, outcome.error)), outcome.error
 
 
 class InFlight(Generic[R]):

@@ -92,7 +92,7 @@ from ._http_rules import (
 )
 from ._http_sessions import HttpSession, SessionTable
 from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
-from ._inflight import SHUTTING_DOWN, InFlight, shutting_down_frame
+from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._wsgi_server import RESPOND_NOW
 from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
@@ -383,23 +383,19 @@ class WsgiTransport:
         """The engine's outcome: the work is over (the request may have been answered already,
         past its deadline), so a cancel can no longer reach it."""
         exchange.forget_callbacks()
-        request = exchange.request
         if isinstance(outcome, Subscribed):
             self._activate(exchange, outcome)
             return
         if isinstance(outcome, NoResponse):
             exchange.answer(Final(None))
             return
-        if isinstance(outcome, Success):
-            try:
-                exchange.answer(Final(jsonrpc.encode(jsonrpc.result_frame(request.id, outcome.result)), 200, outcome.claims))
-                return
-            except jsonrpc.EncodeError as exc:
-                log.error("result of %s (id %r) is not JSON-serializable: %s", request.method, request.id, exc)
-                outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error: result is not JSON-serializable"))
-        assert isinstance(outcome, Failure)
-        frame = jsonrpc.encode(jsonrpc.error_frame(request.id, outcome.error))
-        exchange.answer(Final(frame, error_status(outcome.error.code, era)))
+        assert isinstance(outcome, (Success, Failure))
+        frame, error = answer_frame(exchange.request, outcome)
+        if error is None and isinstance(outcome, Success):
+            exchange.answer(Final(frame, 200, outcome.claims))
+        else:
+            assert error is not None
+            exchange.answer(Final(frame, error_status(error.code, era)))
 
     def _respond(
         self, start_response: Callable[..., Any], exchange: Exchange, deadline: float | None, created: HttpSession | None

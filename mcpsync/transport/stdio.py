@@ -42,7 +42,7 @@ from ..protocol import jsonrpc
 from ..protocol.framing import TOO_LARGE, Frame, FrameSplitter
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ..protocol.versions import META_SUBSCRIPTION_ID, Era
-from ._inflight import SHUTTING_DOWN, InFlight, shutting_down_frame
+from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._output import Output
 from ._stdio_exchange import Asks, Exchange
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
@@ -379,14 +379,8 @@ class StdioServer:
     def _encode_outcome(self, request: Request, outcome: Outcome) -> bytes | None:
         if isinstance(outcome, NoResponse):
             return None
-        if isinstance(outcome, Success):
-            try:
-                return jsonrpc.encode(jsonrpc.result_frame(request.id, outcome.result))
-            except jsonrpc.EncodeError as exc:
-                log.error("result of %s (id %r) is not JSON-serializable: %s", request.method, request.id, exc)
-                outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error: result is not JSON-serializable"))
-        assert isinstance(outcome, Failure)
-        return jsonrpc.encode(jsonrpc.error_frame(request.id, outcome.error))
+        assert isinstance(outcome, (Success, Failure))
+        return answer_frame(request, outcome)[0]
 
     def _send(self, message: dict[str, Any]) -> None:
         self._output.write(jsonrpc.encode(message))
