@@ -7,10 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from ._input_required import MAX_INPUT_ROUNDS
+from ._server_requests import Handler
 from .listen import ListChanged as ListChanged
 from .listen import Listener as Listener
 from .listen import ResourceUpdated as ResourceUpdated
-from .session import DEFAULT_TIMEOUT, Handler
+from .session import DEFAULT_TIMEOUT
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
 

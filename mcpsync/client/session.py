@@ -12,8 +12,8 @@ does not speak 2026-07-28 (a -32022 naming a version we speak re-probes with it)
 "modern" force an era.
 
 Questions from the server (elicitation, sampling, roots) reach the same callbacks in both eras: as
-JSON-RPC requests in the handshake era (answered off the reader thread, on at most
-MAX_CALLBACKS threads), as the `inputRequests` of
+JSON-RPC requests in the handshake era (answered off the reader thread, on a bounded pool: see
+`_server_requests`), as the `inputRequests` of
 an `input_required` result in 2026-07-28 (answered on the caller's thread by `_request_with_input`,
 which then retries the request); see `ClientSession`.
 """
@@ -27,9 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._futures import OneShot
 from .._version import __version__
-from ..errors import CallCancelled, CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
+from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
 from ..protocol.versions import (
@@ -48,7 +47,8 @@ from ..protocol.versions import (
     is_log_level,
 )
 from ._input_required import MAX_INPUT_ROUNDS, STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
-from ._pool import WorkerPool
+from ._pending import PendingCall, Progress
+from ._server_requests import Handler, ServerRequests
 from .listen import Listener
 
 log = logging.getLogger("mcpsync.client")
@@ -57,17 +57,9 @@ DEFAULT_TIMEOUT = 30.0
 _CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stopped reading
 _CALLBACK_JOIN_TIMEOUT = 2.0  # close() waits this long for callbacks still answering the server
 PROBE_TIMEOUT = 10.0
-MAX_CALLBACKS = 8
-"""How many of the server's requests (handshake era) the callbacks answer at once."""
-CALLBACK_BACKLOG = 32
-"""How many more wait for a free callback thread; beyond that the server is answered -32603 at
-once (see `ClientSession`)."""
 MODES = ("auto", "legacy", "modern")
 
-Progress = Callable[[float, "float | None", "str | None"], None]
-"""Called with (progress, total, message) for each progress notification of a call."""
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
-"""Answers a server request (its params) with a result; raise McpError to answer an error."""
+
 
 
 
@@ -115,11 +107,9 @@ class ClientSession:
       `roots/list` as a JSON-RPC request, during a call or not. The callback runs on the session's
       callback pool (never the reader), so it may call the server itself; its result is the
       response (over HTTP it is POSTed with the session id). McpError becomes an error response;
-      any other exception is logged and answered -32603 without its text. At most MAX_CALLBACKS
-      run at once and CALLBACK_BACKLOG more wait in order; a request beyond those is answered
-      -32603 ("the client is busy") at once. Refused rather than queued without end, because the
-      server chooses how many it sends: a bound on threads alone would move a flood into memory,
-      and the reader must not wait for room (it carries the answers that free the callbacks).
+      any other exception is logged and answered -32603 without its text. A bounded pool runs
+      the callbacks; a server that sends more at once than it holds is answered -32603 ("the
+      client is busy"), see `mcpsync.client._server_requests`.
     - 2026-07-28: `call_tool`, `get_prompt` and `read_resource` (not the raw `request()` and
       `start_request()`, which return any result as it is, for a gateway to relay) follow
       `resultType: "input_required"`. Each entry of `inputRequests` (key -> {method, params}) is
@@ -198,7 +188,7 @@ class ClientSession:
         self._lost: Exception | None = None
         self._closed = False
         self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
-        self._callbacks = WorkerPool("mcpsync-client-callback", workers=MAX_CALLBACKS, backlog=CALLBACK_BACKLOG)
+        self._asked = ServerRequests(self._handlers, self._connection)  # answers the server's requests
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -277,16 +267,7 @@ class ClientSession:
             self._cancel_on_wire(request_id, "the client closed the session", timeout=_CLOSE_SEND_TIMEOUT)
         self._fail_pending(SessionClosed("the session was closed"))
         self._connection.close()
-        self._join_callbacks(_CALLBACK_JOIN_TIMEOUT)
-
-    def _join_callbacks(self, budget: float) -> None:
-        """Drop the server's requests still waiting for a callback (the connection is closed:
-        nobody to answer) and wait a little for callbacks still running (daemon threads: one that
-        waits for a person cannot hold the interpreter, but a closed session should not leave work
-        running behind it when it can help it)."""
-        survivors = self._callbacks.close(budget)
-        if survivors:
-            log.warning("%d client callback(s) still running after the session closed", len(survivors))
+        self._asked.close(_CALLBACK_JOIN_TIMEOUT)
 
     def __enter__(self) -> ClientSession:
         return self
@@ -628,6 +609,9 @@ class ClientSession:
                 log.debug("resources/unsubscribe %s failed: %s", uri, exc)
 
     # -- the reader's side -----------------------------------------------------------------------
+    def _on_server_request(self, request: Request) -> None:
+        self._asked.handle(request)
+
     def _on_message(self, message: Message) -> None:
         if isinstance(message, Response):
             self._on_response(message)
@@ -674,41 +658,6 @@ class ClientSession:
         for listener in targets:
             listener._deliver(method, params)
 
-    def _on_server_request(self, request: Request) -> None:
-        if request.method == "ping":
-            self._answer(request.id, {})
-            return
-        handler = self._handlers.get(request.method)
-        if handler is None:
-            self._answer_error(request.id, jsonrpc.method_not_found(request.method))
-            return
-        if self._callbacks.submit(lambda: self._answer_request(handler, request)) or self._closed:
-            return  # (a closed session has nobody to answer)
-        busy = MAX_CALLBACKS + CALLBACK_BACKLOG
-        log.warning("refused the server's %s: the client is busy with %d of its requests", request.method, busy)
-        self._answer_error(request.id, McpError(ErrorCode.INTERNAL_ERROR, f"the client is busy: {busy} requests of the server are already waiting"))
-
-    def _answer_request(self, handler: Handler, request: Request) -> None:
-        try:
-            self._answer(request.id, handler(request.params))
-        except McpError as exc:
-            self._answer_error(request.id, exc)
-        except Exception as exc:
-            log.exception("the %s callback failed", request.method)
-            self._answer_error(request.id, McpError(ErrorCode.INTERNAL_ERROR, f"client callback failed: {type(exc).__name__}"))
-
-    def _answer(self, request_id: Any, result: dict[str, Any]) -> None:
-        self._send_answer(jsonrpc.result_frame(request_id, result))
-
-    def _answer_error(self, request_id: Any, error: McpError) -> None:
-        self._send_answer(jsonrpc.error_frame(request_id, error))
-
-    def _send_answer(self, frame: dict[str, Any]) -> None:
-        try:
-            self._connection.send(frame)
-        except (ConnectionLost, CallTimeout) as exc:  # a gone or deaf server: nobody to tell
-            log.debug("could not answer the server's request %r: %s", frame.get("id"), exc)
-
     def _on_lost(self, error: Exception) -> None:
         with self._lock:
             self._lost = error
@@ -728,106 +677,6 @@ class ClientSession:
             self._by_token.clear()
         for entry in pending:
             entry.settle(error=error)
-
-
-_UNSENT, _SENDING, _SENT, _WITHDRAWN = range(4)
-"""A PendingCall's way to the wire. A cancel or a timeout withdraws an unsent call (it is never
-sent); one that comes while the request is being written is sent on the wire right after it, so
-the server never gets the cancel first."""
-
-
-class PendingCall(OneShot):
-    """A request on its way: `result()` waits for it, `cancel()` withdraws it, `on_done()` hooks
-    on. (Its `settle` is the session's: an answer, a timeout, a cancel, a lost connection.)"""
-
-    __slots__ = ("id", "method", "timeout_given", "progress", "progress_token", "deadline", "_session", "_params", "_wire", "_cancel_after_send")
-
-    def __init__(
-        self,
-        session: ClientSession,
-        request_id: Any,
-        method: str,
-        params: dict[str, Any] | None,
-        progress: Progress | None = None,
-        timeout: float | None = None,
-    ) -> None:
-        super().__init__()
-        self.id = request_id
-        self.method = method
-        self.timeout_given = timeout
-        self.progress = progress
-        self.progress_token = f"mcpsync-{request_id}" if progress is not None else None
-        self.deadline = time.monotonic() + timeout if timeout is not None else None  # for expire_overdue
-        self._session = session
-        self._params = params
-        self._wire = _UNSENT
-        self._cancel_after_send: str | None = None
-
-    def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
-        """End it (see `OneShot.settle`), leaving the session's table first: a late answer to it
-        is dropped, and its `on_done` callbacks see a session without it."""
-        if self._outcome is not None:
-            return False
-        self._session._unregister(self)
-        return super().settle(result, error)
-
-    @property
-    def on_wire(self) -> bool:
-        """Whether the request has gone out (or is going out now)."""
-        return self._wire in (_SENDING, _SENT)
-
-    def send(self) -> None:
-        """Send it (once; `start_request` has; not at all once it has ended, been cancelled or
-        timed out first). If the send fails, the call has failed with that error (its `on_done`
-        callbacks have run) and the error is raised here too."""
-        with self._lock:
-            if self._wire != _UNSENT or self._outcome is not None:
-                return
-            self._wire = _SENDING
-        params, self._params = self._params, None
-        session = self._session
-        try:
-            session._send_request(self.id, self.method, params, self.progress_token, session.timeout if self.timeout_given is None else self.timeout_given)
-        except BaseException as exc:
-            with self._lock:
-                self._wire = _SENT
-            self.settle(error=exc)
-            raise
-        with self._lock:
-            self._wire = _SENT
-            reason, self._cancel_after_send = self._cancel_after_send, None
-        if reason is not None:  # a cancel came while the request was being written
-            session._cancel_on_wire(self.id, reason)
-
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
-        """Wait for the answer (the session's default timeout unless given); see `request()`."""
-        limit = self._session.timeout if timeout is None else timeout
-        if not self.wait(limit):
-            self._expire(limit)
-        result: dict[str, Any] = self.value()
-        return result
-
-    def _expire(self, limit: float | None) -> None:
-        self._withdraw(f"timed out after {limit} s", CallTimeout(f"{self.method} got no answer within {limit} s"), tell=self.method != "initialize")
-
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Tell the server to stop (a `notifications/cancelled`) and fail `result()` at once, with
-        `CallCancelled`: this side's decision, not an error the server answered."""
-        self._withdraw(reason, CallCancelled(f"{self.method} was cancelled: {reason}"))
-
-    def _withdraw(self, reason: str, error: BaseException, tell: bool = True) -> None:
-        """End the call with `error`; the server hears `reason` if the request is (being) sent."""
-        with self._lock:
-            if self._outcome is not None:
-                return
-            wire = self._wire
-            if wire == _UNSENT:
-                self._wire = _WITHDRAWN
-            elif wire == _SENDING and tell:
-                self._cancel_after_send = reason
-        if wire == _SENT and tell:
-            self._session._cancel_on_wire(self.id, reason)
-        self.settle(error=error)
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

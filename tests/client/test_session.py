@@ -572,7 +572,7 @@ def test_callbacks_run_off_the_reader_so_they_may_call_the_server(open_fake) -> 
 def test_a_flood_of_server_requests_runs_on_a_bounded_pool_and_each_gets_one_answer(open_fake) -> None:
     """A server that sends many questions at once: MAX_CALLBACKS run, CALLBACK_BACKLOG wait, the
     rest are refused -32603 at once; no thread per request, and every request one answer."""
-    from mcpsync.client import session as session_module
+    from mcpsync.client import _server_requests
 
     running, most = 0, 0
     lock, release = threading.Condition(), threading.Event()
@@ -588,7 +588,7 @@ def test_a_flood_of_server_requests_runs_on_a_bounded_pool_and_each_gets_one_ans
             running -= 1
         return {"roots": []}
 
-    workers, backlog = session_module.MAX_CALLBACKS, session_module.CALLBACK_BACKLOG
+    workers, backlog = _server_requests.MAX_CALLBACKS, _server_requests.CALLBACK_BACKLOG
     count = workers + backlog + 60
     before = set(threading.enumerate())
     session = open_fake(mode="legacy", roots=roots)
