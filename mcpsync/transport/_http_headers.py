@@ -4,7 +4,8 @@ Strategy: pure functions over a plain mapping of lower-cased header names to val
 stripped, RFC 9110 §5.5), so they are tested without a server. `check_routing_headers` is the
 engine's `HeaderCheck` hook for one request: it runs after the envelope's shape is known good and
 before the version is checked, so a client whose header and body disagree is told -32020 rather
-than -32022 (the conformance suite's order).
+than -32022 (the conformance suite's order). Which `Mcp-Param-*` headers a tool's calls carry is
+read from its schema once per tool object (`ToolHeaderPlans`), not on every call.
 
 What is checked (streamable-http.mdx §Standard headers, §Custom headers; SEP-2243):
 - `MCP-Protocol-Version` present and equal to `_meta["io.modelcontextprotocol/protocolVersion"]`;
@@ -23,12 +24,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.jsonrpc import ErrorCode, McpError, Request
-from ..protocol.param_headers import ParamHeader, render_value, value_at
+from ..protocol.param_headers import ParamHeader, param_headers, render_value, value_at
 from ..protocol.versions import Envelope
+
+if TYPE_CHECKING:
+    from ..engine.engine import Engine
 
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """Method → the params key that `Mcp-Name` mirrors."""
@@ -38,6 +43,25 @@ _SENTINEL = re.compile(r"=\?base64\?(?P<payload>.*)\?=", re.DOTALL)
 _DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 HeaderPlan = Callable[[str], tuple[ParamHeader, ...]]
+
+
+class ToolHeaderPlans:
+    """A `HeaderPlan` for one engine: the `Mcp-Param-*` headers a call of the named tool carries
+    (none for a tool it does not serve), worked out once per tool object (a tool's schema never
+    changes; a changed tool is a new object, and the old one's plan goes with it)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._plans: weakref.WeakKeyDictionary[Any, tuple[ParamHeader, ...]] = weakref.WeakKeyDictionary()
+
+    def __call__(self, name: str) -> tuple[ParamHeader, ...]:
+        tool = self._engine.catalog.find_tool(name)
+        if tool is None or (self._engine.tool_filter is not None and not self._engine.tool_filter(tool)):
+            return ()
+        plan = self._plans.get(tool)
+        if plan is None:
+            plan = self._plans[tool] = param_headers(tool.definition().get("inputSchema"))
+        return plan
 """The `Mcp-Param-*` headers a call of the named tool must carry (see `param_headers`)."""
 
 

@@ -56,7 +56,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -66,9 +65,8 @@ from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
-from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
-from ._http_headers import check_routing_headers
+from ._http_headers import ToolHeaderPlans, check_routing_headers
 from ._http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_SESSIONS,
@@ -188,7 +186,7 @@ class WsgiTransport:
         self._closing = False
         self._clean = True
         self._stopped = threading.Event()
-        self._header_plans: weakref.WeakKeyDictionary[Any, tuple[ParamHeader, ...]] = weakref.WeakKeyDictionary()
+        self._param_headers = ToolHeaderPlans(engine)
 
     @property
     def max_body_bytes(self) -> int:
@@ -597,15 +595,3 @@ class WsgiTransport:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # -- helpers ---------------------------------------------------------------------------------
-    def _param_headers(self, name: str) -> tuple[ParamHeader, ...]:
-        """The `Mcp-Param-*` headers a call of this tool carries: worked out once per tool object
-        (a tool's schema never changes; a changed tool is a new object)."""
-        tool = self._engine.catalog.find_tool(name)
-        if tool is None or (self._engine.tool_filter is not None and not self._engine.tool_filter(tool)):
-            return ()
-        plan = self._header_plans.get(tool)
-        if plan is None:
-            plan = self._header_plans[tool] = param_headers(tool.definition().get("inputSchema"))
-        return plan
