@@ -47,6 +47,7 @@ from ..protocol.versions import (
     is_log_level,
 )
 from ._input_required import MAX_INPUT_ROUNDS, STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
+from ._listening import Listening
 from ._pending import PendingCall, Progress
 from ._server_requests import Handler, ServerRequests
 from .listen import Listener
@@ -183,8 +184,7 @@ class ClientSession:
         self._lock = threading.Lock()
         self._pending: dict[Any, PendingCall] = {}
         self._by_token: dict[Any, PendingCall] = {}
-        self._listeners: dict[Any, Listener] = {}  # by subscription id (modern) or listener key (handshake)
-        self._uri_watchers: dict[str, int] = {}  # handshake era: open listeners per subscribed URI
+        self._listening = Listening(self)  # the open listeners, under self._lock
         self._lost: Exception | None = None
         self._closed = False
         self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
@@ -256,8 +256,7 @@ class ClientSession:
             if self._closed:
                 return
             self._closed = True
-            listeners = list(self._listeners.values())
-            self._listeners.clear()
+            listeners = self._listening.detach()
         self._ending.set()
         for listener in listeners:
             listener._finish()
@@ -341,6 +340,11 @@ class ClientSession:
             if pending.progress_token is not None:
                 self._by_token[pending.progress_token] = pending
         return pending
+
+    def _take_pending(self, request_id: Any) -> PendingCall | None:
+        """Forget a call without ending it (a closed listener: a late answer is dropped)."""
+        with self._lock:
+            return self._pending.pop(request_id, None)
 
     def _unregister(self, pending: PendingCall) -> None:
         with self._lock:
@@ -529,84 +533,8 @@ class ClientSession:
         wanted = {"tools": tools, "prompts": prompts, "resources": resources}
         uris = tuple(resource_uris)
         if self.era is Era.MODERN:
-            return self._listen_modern(wanted, uris, self.timeout if timeout is None else timeout, queue_events)
-        return self._listen_handshake(wanted, uris, timeout)
-
-    def _listen_modern(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float, queue_events: bool = True) -> Listener:
-        request_id = f"listen-{next(self._ids)}"
-        filter_: dict[str, Any] = {f"{kind}ListChanged": True for kind, on in wanted.items() if on}
-        if uris:
-            filter_["resourceSubscriptions"] = list(uris)
-        listener = Listener(request_id, lambda: self._stop_modern(request_id), queue_events=queue_events)
-        pending = self._register(request_id, "subscriptions/listen", None)
-        with self._lock:
-            self._listeners[request_id] = listener
-        try:
-            self._send_request(request_id, "subscriptions/listen", {"notifications": filter_}, None)
-            if not listener._wait_ack(timeout, pending):
-                self._cancel_on_wire(request_id, "no acknowledgement")
-                raise CallTimeout(f"subscriptions/listen was not acknowledged within {timeout} s")
-        except BaseException:
-            with self._lock:
-                self._listeners.pop(request_id, None)
-            self._unregister(pending)
-            raise
-        pending.on_done(lambda _result, _error: self._listen_ended(request_id, pending))
-        return listener
-
-    def _listen_ended(self, request_id: Any, pending: PendingCall) -> None:
-        """The server completed the listen (graceful shutdown) or the connection was lost."""
-        self._unregister(pending)
-        with self._lock:
-            listener = self._listeners.pop(request_id, None)
-        if listener is not None:
-            listener._finish()
-
-    def _stop_modern(self, request_id: Any) -> None:
-        with self._lock:
-            listener = self._listeners.pop(request_id, None)
-            pending = self._pending.pop(request_id, None)
-        if listener is not None and pending is not None and not self._closed:
-            self._cancel_on_wire(request_id, "listener closed")
-
-    def _listen_handshake(self, wanted: dict[str, bool], uris: tuple[str, ...], timeout: float | None) -> Listener:
-        key = object()
-        listener = Listener(None, lambda: self._stop_handshake(key, uris), kinds=frozenset(k for k, on in wanted.items() if on), uris=uris)
-        with self._lock:
-            self._listeners[key] = listener
-        subscribed: list[str] = []
-        try:
-            for uri in uris:
-                with self._lock:
-                    first = self._uri_watchers.get(uri, 0) == 0
-                if first:
-                    self.request("resources/subscribe", {"uri": uri}, timeout=timeout)
-                with self._lock:
-                    self._uri_watchers[uri] = self._uri_watchers.get(uri, 0) + 1
-                subscribed.append(uri)
-        except BaseException:
-            self._stop_handshake(key, tuple(subscribed))
-            raise
-        listener._acknowledge({"handshake": True})
-        return listener
-
-    def _stop_handshake(self, key: object, uris: tuple[str, ...]) -> None:
-        """Forget a handshake-era listener; unsubscribe a URI only when no other listener watches it."""
-        with self._lock:
-            self._listeners.pop(key, None)
-            last = []
-            for uri in uris:
-                count = self._uri_watchers.get(uri, 0) - 1
-                if count <= 0:
-                    self._uri_watchers.pop(uri, None)
-                    last.append(uri)
-                else:
-                    self._uri_watchers[uri] = count
-        for uri in last:
-            try:
-                self.request("resources/unsubscribe", {"uri": uri})
-            except (McpError, ConnectionLost, SessionClosed, CallTimeout) as exc:
-                log.debug("resources/unsubscribe %s failed: %s", uri, exc)
+            return self._listening.listen_modern(wanted, uris, self.timeout if timeout is None else timeout, queue_events)
+        return self._listening.listen_handshake(wanted, uris, timeout)
 
     # -- the reader's side -----------------------------------------------------------------------
     def _on_server_request(self, request: Request) -> None:
@@ -649,20 +577,13 @@ class ClientSession:
             _safely(self._on_change, method, params)
         given = params.get("_meta")
         meta: dict[str, Any] = given if isinstance(given, dict) else {}
-        subscription_id = meta.get(META_SUBSCRIPTION_ID)
-        with self._lock:
-            if subscription_id is not None:
-                targets = [self._listeners[subscription_id]] if subscription_id in self._listeners else []
-            else:
-                targets = [listener for listener in self._listeners.values() if listener.subscription_id is None]
-        for listener in targets:
+        for listener in self._listening.targets(meta.get(META_SUBSCRIPTION_ID)):
             listener._deliver(method, params)
 
     def _on_lost(self, error: Exception) -> None:
         with self._lock:
             self._lost = error
-            listeners = list(self._listeners.values())
-            self._listeners.clear()
+            listeners = self._listening.detach()
         self._ending.set()
         self._fail_pending(error)
         for listener in listeners:
