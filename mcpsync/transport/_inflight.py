@@ -85,10 +85,6 @@ class InFlight(Generic[R]):
         with self._lock:
             return self._table.get(key)
 
-    def __contains__(self, key: Hashable) -> bool:
-        with self._lock:
-            return key in self._table
-
     def settle(self, key: Hashable, request: R) -> bool:
         """`request` ends: it leaves the table. True for the first caller only, so only that one
         answers it. Compared by identity, so a late end of an old request never removes a newer
