@@ -16,6 +16,7 @@ from typing import Any
 
 import ujson
 
+from ..errors import McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import Invalid, Message
 from ..protocol.sse import TooLarge
@@ -26,12 +27,14 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest JSON body or SSE event accepted from the server."""
 
 
-class Aborted(Exception):
-    """The exchange was cut (cancelled, or the connection closed) before it got going."""
+class Aborted(McpsyncError):
+    """The exchange was cut (cancelled, or the connection closed) before it got going. The
+    connection catches it and turns it into the call's outcome; it never reaches the caller."""
 
 
-class Unreachable(Exception):
-    """Connecting (DNS, TCP, TLS) failed; `reason` says how."""
+class Unreachable(McpsyncError):
+    """Connecting (DNS, TCP, TLS) failed; `reason` says how. The connection turns it into
+    `ConnectionLost` for the caller."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
