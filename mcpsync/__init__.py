@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
     from .client import ListChanged as ListChanged
     from .client import ResourceUpdated as ResourceUpdated
     from .client import connect as connect
-    from .transport._http_server import HttpServing as HttpServing
     from .transport.http import WsgiTransport as WsgiTransport
+    from .transport.http_serving import HttpServing as HttpServing
 
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 
@@ -60,7 +60,7 @@ _LAZY_MODULES = {
     "ListChanged": "client",
     "ResourceUpdated": "client",
     "connect": "client",
-    "HttpServing": "transport._http_server",
+    "HttpServing": "transport.http_serving",
     "WsgiTransport": "transport.http",
 }
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ._version import __version__
-from .transport._http_options import DEFAULT_KEEPALIVE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_TIMEOUT, DEFAULT_THREADS
+from .transport.http_options import DEFAULT_KEEPALIVE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_TIMEOUT, DEFAULT_THREADS
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:

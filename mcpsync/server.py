@@ -26,7 +26,7 @@ from .engine.interceptors import Interceptor
 from .engine.session import Session
 from .errors import McpsyncError
 from .protocol.versions import Era
-from .transport._http_options import (
+from .transport.http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_STREAMS,
@@ -40,8 +40,8 @@ from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
 if TYPE_CHECKING:
     from .gateway.remote import RemoteSource
-    from .transport._http_server import HttpServing
     from .transport.http import WsgiTransport
+    from .transport.http_serving import HttpServing
 
 log = logging.getLogger("mcpsync")
 
@@ -468,7 +468,7 @@ class Server:
 
     def _hosted_http(self, host: str, port: int, threads: int, make_app: Callable[[Callable[[], None]], WsgiTransport]) -> HttpServing:
         """mcpsync's HTTP server (not started) for the app `make_app(on_stopped)` returns."""
-        from .transport._http_server import HttpServing
+        from .transport.http_serving import HttpServing
 
         serving: HttpServing | None = None
         app = make_app(lambda: self._unregister(serving))

@@ -50,8 +50,8 @@ from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from ._http_options import WsgiApp
 from ._wsgi_response import Clock, Response, _Gone, plain_response
+from .http_options import WsgiApp
 
 log = logging.getLogger("mcpsync")
 

@@ -67,14 +67,6 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
 from ._http_headers import ToolHeaderPlans, check_routing_headers
-from ._http_options import (
-    DEFAULT_KEEPALIVE,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_MAX_STREAMS,
-    DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_SESSION_TIMEOUT,
-    WsgiApp,
-)
 from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
 from ._http_rules import (
     accepts,
@@ -92,6 +84,14 @@ from ._http_sessions import HttpSession, SessionTable
 from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._wsgi_server import RESPOND_NOW
+from .http_options import (
+    DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+    WsgiApp,
+)
 from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
 

@@ -29,7 +29,7 @@ ONLY_WHEN_ASKED = (
     "mcpsync.client",
     "mcpsync.config",
     "mcpsync.transport.http",
-    "mcpsync.transport._http_server",
+    "mcpsync.transport.http_serving",
     "mcpsync.transport._wsgi_server",
     "tomllib",
     "subprocess",

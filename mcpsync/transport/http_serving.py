@@ -16,9 +16,9 @@ import select
 import threading
 from typing import Any
 
-from ._http_options import DEFAULT_THREADS
 from ._wsgi_server import DEFAULT_TIMEOUT, WsgiServer
 from .http import WsgiTransport
+from .http_options import DEFAULT_THREADS
 
 log = logging.getLogger("mcpsync")
 
