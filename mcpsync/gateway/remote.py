@@ -37,7 +37,8 @@ from ..catalog.context import Context
 from ..catalog.service import template_pattern
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
-from .relay import ClientRoots, ForwardedCall, Relay, parked_call_id, strip_era_fields
+from .forwarded import ForwardedCall, strip_era_fields
+from .relay import ClientRoots, Relay, parked_call_id
 
 __all__ = ["ForwardedCall", "RemoteOptions", "RemoteSource", "RemoteTool", "strip_era_fields"]
 
