@@ -104,8 +104,21 @@ def call_frame(request_id: Any, name: str, arguments: dict[str, Any] | None = No
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
-def allowed_directories(gateway: ServerProcess) -> list[str]:
-    result = gateway.result("tools/call", {"name": "list_allowed_directories", "arguments": {}})
+def allowed_directories(gateway: ServerProcess, client_roots: list[Path] | None = None) -> list[str]:
+    """What the upstream serves now. With `client_roots`, this client answers every `roots/list`
+    the gateway asks meanwhile with them, as a real client does: the upstream may ask again at any
+    time (a stale ask, or one during this very call), and an unanswered ask would hold it up."""
+    request = gateway.request_frame("tools/call", {"name": "list_allowed_directories", "arguments": {}})
+    gateway.send(request)
+    while True:
+        frame = gateway.expect(lambda f: is_roots_request(f) or f.get("id") == request["id"], timeout=LONG,
+                               what="the answer to list_allowed_directories")
+        if not is_roots_request(frame):
+            break
+        assert client_roots is not None, f"the gateway asked roots of a client that declared none: {frame}"
+        answer_with(gateway, frame, client_roots)
+    assert "result" in frame, frame
+    result = frame["result"]
     text = result["content"][0]["text"]
     assert text.startswith("Allowed directories:"), result
     return text.splitlines()[1:]
@@ -117,7 +130,10 @@ def is_roots_request(frame: dict[str, Any]) -> bool:
 
 def answer_roots(gateway: ServerProcess, directories: list[Path]) -> None:
     """Wait for the gateway to ask this client for its roots, and answer them."""
-    asked = gateway.expect(is_roots_request, timeout=LONG, what="the gateway asking for the client's roots")
+    answer_with(gateway, gateway.expect(is_roots_request, timeout=LONG, what="the gateway asking for the client's roots"), directories)
+
+
+def answer_with(gateway: ServerProcess, asked: dict[str, Any], directories: list[Path]) -> None:
     roots = [{"uri": directory.as_uri(), "name": directory.name} for directory in directories]
     gateway.send({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": roots}})
 
@@ -170,10 +186,10 @@ def test_a_filesystem_upstream_is_given_the_clients_roots_and_told_when_they_cha
         assert "cannot tell which call" not in gateway.stderr_text()
         legacy_init(gateway, capabilities={"roots": {"listChanged": True}})
         answer_roots(gateway, [first])  # a client with roots arrived: the upstream asks again
-        assert poll(lambda: allowed_directories(gateway) == [os.path.realpath(first)], LONG, "the client's root to be served")
+        assert poll(lambda: allowed_directories(gateway, [first]) == [os.path.realpath(first)], LONG, "the client's root to be served")
         gateway.notify("notifications/roots/list_changed")
         answer_roots(gateway, [second])
-        assert poll(lambda: allowed_directories(gateway) == [os.path.realpath(second)], LONG, "the client's new root to be served")
+        assert poll(lambda: allowed_directories(gateway, [second]) == [os.path.realpath(second)], LONG, "the client's new root to be served")
 
 
 # -- 2. no orphans ----------------------------------------------------------------------------------
