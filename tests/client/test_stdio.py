@@ -54,6 +54,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def wait_group_gone(pgid: int, timeout: float) -> bool:
+    """Whether every process of the group is gone within `timeout`. A bounded poll of /proc:
+    nothing signals this process when a grandchild (not its own child) exits."""
     deadline = time.monotonic() + timeout
     while group_alive(pgid):
         if time.monotonic() > deadline:
