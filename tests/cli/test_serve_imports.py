@@ -10,17 +10,12 @@ timing.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .._timeouts import LONG
-from ._serving import initialize_line, serve_env
+from ._serving import serve_initialize_on_a_pipe
 
-INITIALIZE = initialize_line("imports")
 # Needed by some requests only (a tools/call to check arguments against a schema), or by some
 # command lines only: --upstream/--config, --http, a client command.
 ONLY_WHEN_ASKED = (
@@ -39,22 +34,8 @@ ONLY_WHEN_ASKED = (
 
 def _imported_while_serving(*args: str, cwd: Path) -> set[str]:
     """The modules a `mcpsync serve ARGS` child imports while it answers `initialize` and exits."""
-    env = serve_env()
-    proc = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "mcpsync", "serve", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-    )
-    try:
-        out, err = proc.communicate(INITIALIZE, timeout=LONG)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=LONG)
-    assert proc.returncode == 0, err.decode()
+    returncode, out, err = serve_initialize_on_a_pipe(*args, python=("-X", "importtime"), cwd=cwd)
+    assert returncode == 0, err.decode()
     assert json.loads(out)["result"]["serverInfo"]["name"]
     lines = err.decode().splitlines()
     return {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:") and "|" in line}

@@ -17,13 +17,12 @@ import subprocess
 import sys
 import termios
 import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from .._timeouts import LONG
-from ._serving import initialize_line, serve_env
+from ._serving import initialize_line, serve_env, serve_initialize_on_a_pipe
 
 INITIALIZE = initialize_line("tty")
 
@@ -99,19 +98,7 @@ def test_on_a_terminal_it_says_on_stderr_what_it_waits_for_and_the_key_it_names_
 
 
 def test_on_a_pipe_it_writes_nothing_to_stderr() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpsync", "serve"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=serve_env(),
-    )
-    try:
-        out, err = proc.communicate(INITIALIZE, timeout=LONG)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=LONG)
-    assert proc.returncode == 0
+    returncode, out, err = serve_initialize_on_a_pipe()
+    assert returncode == 0
     assert json.loads(out)["id"] == 1
     assert err == b""
