@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from wire import ServerProcess, base_env, children_of, is_notification, legacy_init, serve_argv
+from wire import ServerProcess, base_env, children_of, stat_fields, is_notification, legacy_init, serve_argv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,16 +39,6 @@ TOOLS_CHANGED = "notifications/tools/list_changed"
 
 
 # -- processes and groups ---------------------------------------------------------------------------
-
-def stat_fields(pid: int) -> list[bytes] | None:
-    """state, ppid, pgrp, ... of /proc/PID/stat (None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    return stat[stat.rfind(b")") + 2 :].split()
-
 
 def group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of a process group."""

@@ -450,20 +450,23 @@ class EraClient:
         return self.result("tools/call", {"name": name, "arguments": arguments or {}}, **meta)
 
 
+def stat_fields(pid: int) -> list[bytes] | None:
+    """state, ppid, pgrp, ... of /proc/PID/stat (None once it is gone). The fields after the
+    command name, which may itself hold spaces and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
 def children_of(pid: int) -> list[int]:
     """Pids whose parent is `pid` (from /proc)."""
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...; comm may contain spaces and parentheses
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
+        fields = stat_fields(int(entry)) if entry.isdigit() else None
+        if fields is not None and len(fields) > 1 and int(fields[1]) == pid:
             found.append(int(entry))
     return found
 
