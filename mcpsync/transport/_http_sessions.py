@@ -7,14 +7,43 @@ notifications (list changes, resource updates) that its GET stream drains; what 
 GET stream is open waits there, up to the channel's capacity. Ids are 32 characters of a
 cryptographically random URL-safe token (visible ASCII, as the spec requires).
 
-Expiry is lazy: every lookup sweeps, at most once a second, the sessions idle longer than
-`idle_timeout` (no request for that long, none in flight, no GET stream open). The table holds at
-most `max_sessions`; `create()` sweeps first and answers None when it is still full.
+A session is *busy* while it has a request in flight or its GET stream open, and *idle*
+otherwise; only idle sessions ever end on their own. Besides the id map, the table keeps the
+idle ones in two queues, each in order of `last_seen`:
+
+- *fresh*: sessions that have made no request since their own `initialize`, oldest first;
+- *idle*: the other idle ones, least recently used first (a request naming the session, the end
+  of its last request in flight, or the close of its GET stream moves it to the back).
+
+Every lookup and every `create` pops from the front of both queues what has been idle longer than
+`idle_timeout` (expiry), so the cost is the number of sessions that end, never the table's size.
+
+The table holds at most `max_sessions`. Why eviction, not just expiry: `initialize` is the one
+request that needs no session, so anyone who can reach the endpoint can fill the table with
+sessions that never come back (a thousand POSTs take a third of a second), and with expiry alone
+every new client would then be refused for the whole `idle_timeout` (30 minutes by default). So
+when the table is full, a new `initialize` first evicts, at once:
+
+1. the fresh session that has waited longest: a client that never came back has lost nothing,
+   and a flood of `initialize` only ever displaces its own kind;
+2. failing that, the least recently used idle session, if it has been idle longer than
+   `eviction_grace` (`EVICTION_GRACE`, 10 s): a client that returns to it gets 404 and, as the
+   spec requires, initializes again, so it loses its session state but not its service. The
+   grace keeps a client between two requests of one task from being evicted by a stranger.
+
+Only when every session is busy or used within the grace is the table really full: `create`
+answers None (the transport answers 503), as before. An evicted session ends as an expired one
+does: its GET-stream channel closes, its pending asks fail, later requests naming it get 404.
+Evictions are logged at DEBUG; a refusal warns once until a session can be created again.
 
 Each session also keeps its server-to-client requests awaiting an answer (`PendingAsks`): an
 elicitation, sampling or roots request goes out on the asking request's own stream, and the client
 answers with a POST of its own that names the session, so the answer is matched here by id. When
-a session ends (DELETE, expiry, shutdown) its pending asks fail and later ones are refused.
+a session ends (DELETE, expiry, eviction, shutdown) its pending asks fail and later ones are
+refused. Sessions end outside the table's lock, since failing an ask runs its callbacks.
+
+Lock order: the transport sets `HttpSession.streaming` under its own lock, and the setter takes
+the table's; the table therefore never calls out while it holds its lock.
 """
 
 from __future__ import annotations
@@ -23,6 +52,7 @@ import logging
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -32,27 +62,43 @@ from ._http_stream import Channel, Exchange
 
 log = logging.getLogger("mcpsync")
 
-SWEEP_INTERVAL = 1.0
+EVICTION_GRACE = 10.0  # seconds an idle, once-used session is safe from eviction (see the module docstring)
 
 
 class HttpSession:
     """One handshake-era client."""
 
-    def __init__(self, session_id: str, capacity: int, now: float) -> None:
+    def __init__(self, session_id: str, capacity: int, now: float, on_streaming: Callable[[HttpSession, bool], None] | None = None) -> None:
         self.id = session_id
         self.session = Session()
         self.events = Channel(capacity)  # unsolicited notifications for the GET stream
         self.asks = PendingAsks()  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
-        self.streaming = False  # a GET stream is open (guarded by the transport's lock)
         self.last_seen = now
+        self._streaming = False
+        self._on_streaming = on_streaming
+
+    @property
+    def streaming(self) -> bool:
+        """A GET stream is open. The transport sets it (check and set under its own lock); setting
+        it tells the table, which then neither expires nor evicts the session until it closes."""
+        return self._streaming
+
+    @streaming.setter
+    def streaming(self, value: bool) -> None:
+        if self._on_streaming is None:
+            self._streaming = value
+        else:
+            self._on_streaming(self, value)
 
     def idle_since(self) -> float | None:
         """When it went idle, or None while a request or a GET stream keeps it alive."""
-        return None if self.inflight or self.streaming else self.last_seen
+        return None if self.inflight or self._streaming else self.last_seen
 
 
 class SessionTable:
+    """The live sessions; see the module docstring for expiry and eviction."""
+
     def __init__(
         self,
         *,
@@ -60,45 +106,70 @@ class SessionTable:
         max_sessions: int,
         capacity: int,
         clock: Callable[[], float] = time.monotonic,
+        eviction_grace: float = EVICTION_GRACE,
     ) -> None:
         self._sessions: dict[str, HttpSession] = {}
+        # The idle sessions, each queue in order of last_seen (the front has waited longest).
+        self._fresh: OrderedDict[str, HttpSession] = OrderedDict()  # no request since initialize
+        self._idle: OrderedDict[str, HttpSession] = OrderedDict()  # used; least recently first
         self._lock = threading.Lock()
         self._idle_timeout = idle_timeout
         self._max = max_sessions
         self._capacity = capacity
         self._clock = clock
-        self._next_sweep = 0.0
+        self._grace = eviction_grace
+        self._refusing = False  # warned that the table is full; quiet until a create succeeds
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def new(self) -> HttpSession | None:
-        """A session for an `initialize` (not yet in the table); None when the table is full."""
+        """A session for an `initialize` (not yet in the table); None when the table is full of
+        sessions in active use. Makes room first: see the module docstring."""
         with self._lock:
-            self._sweep_locked(force=True)
-            if len(self._sessions) >= self._max:
-                return None
-        return HttpSession(secrets.token_urlsafe(24), self._capacity, self._clock())
+            now = self._clock()
+            expired = self._expire_locked(now)
+            evicted = self._evict_locked(now)
+            full = len(self._sessions) >= self._max
+            warn = full and not self._refusing
+            self._refusing = full
+        _end([(session, []) for session in expired], "the session expired")
+        _end([(session, []) for session, _ in evicted], "the session was evicted to make room for a new one")
+        for session, why in evicted:
+            log.debug("session %s evicted to make room for a new one: %s", session.id[:8], why)
+        if full:
+            if warn:
+                log.warning(
+                    "refusing new HTTP sessions (503): all %d are in active use (in flight, streaming, or used in the last %g s)",
+                    self._max,
+                    self._grace,
+                )
+            return None
+        return HttpSession(secrets.token_urlsafe(24), self._capacity, self._clock(), self._set_streaming)
 
     def add(self, session: HttpSession) -> None:
         """`initialize` succeeded: from now on the session is found by its id."""
         with self._lock:
             session.last_seen = self._clock()
             self._sessions[session.id] = session
+            self._fresh[session.id] = session
 
     def find(self, session_id: str) -> HttpSession | None:
-        """The live session with this id (seen now), or None if unknown or expired."""
+        """The live session with this id (seen now, so no longer fresh), or None if unknown,
+        expired or evicted."""
         with self._lock:
-            self._sweep_locked()
+            now = self._clock()
+            expired = self._expire_locked(now)
             session = self._sessions.get(session_id)
             if session is not None:
-                session.last_seen = self._clock()
-            return session
+                self._touch_locked(session, now)
+        _end([(session, []) for session in expired], "the session expired")
+        return session
 
     def remove(self, session_id: str) -> HttpSession | None:
         """End a session (DELETE): its GET stream ends, its requests are cancelled."""
         with self._lock:
-            session = self._sessions.pop(session_id, None)
+            session = self._pop_locked(session_id)
             ending = _ending([session] if session is not None else [])
         _end(ending, "the session was ended")
         return session
@@ -108,6 +179,8 @@ class SessionTable:
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions.clear()
+            self._fresh.clear()
+            self._idle.clear()
             ending = _ending(sessions)
         _end(ending, "the server is shutting down")
         return sessions
@@ -116,7 +189,7 @@ class SessionTable:
         with self._lock:
             return list(self._sessions.values())
 
-    # -- requests in flight ----------------------------------------------------------------------
+    # -- requests in flight, GET streams -----------------------------------------------------------
     def begin(self, session: HttpSession, exchange: Exchange) -> bool:
         """Track a request of this session; False if its id is already in flight."""
         request_id = exchange.request.id
@@ -124,13 +197,15 @@ class SessionTable:
             if request_id in session.inflight:
                 return False
             session.inflight[request_id] = exchange
+            self._fresh.pop(session.id, None)  # busy: in neither queue until its last request ends
+            self._idle.pop(session.id, None)
             return True
 
     def end(self, session: HttpSession, exchange: Exchange) -> None:
         with self._lock:
             if session.inflight.get(exchange.request.id) is exchange:
                 del session.inflight[exchange.request.id]
-            session.last_seen = self._clock()
+            self._touch_locked(session, self._clock())
 
     def inflight(self, session: HttpSession, request_id: Any) -> Exchange | None:
         with self._lock:
@@ -139,17 +214,57 @@ class SessionTable:
             return None
         return exchange
 
-    # -- expiry ------------------------------------------------------------------------------------
-    def _sweep_locked(self, force: bool = False) -> None:
-        now = self._clock()
-        if not force and now < self._next_sweep:
-            return
-        self._next_sweep = now + SWEEP_INTERVAL
-        expired = [s for s in self._sessions.values() if (since := s.idle_since()) is not None and now - since > self._idle_timeout]
-        for session in expired:
-            del self._sessions[session.id]
-            session.events.close()  # idle: nothing in flight to cancel (so no ask awaits an answer)
-            session.asks.end("the session expired")
+    def _set_streaming(self, session: HttpSession, value: bool) -> None:
+        """`HttpSession.streaming` was set: a GET stream opened (busy) or closed (idle from now)."""
+        with self._lock:
+            session._streaming = value  # the property's own storage, set under this lock
+            self._touch_locked(session, self._clock())
+
+    # -- expiry and eviction -----------------------------------------------------------------------
+    def _touch_locked(self, session: HttpSession, now: float) -> None:
+        """The session was used now: no longer fresh; at the back of the idle queue if idle."""
+        session.last_seen = now
+        self._fresh.pop(session.id, None)
+        if self._sessions.get(session.id) is not session:
+            return  # already ended (a request that raced its expiry, eviction or DELETE)
+        if session.idle_since() is None:
+            self._idle.pop(session.id, None)
+        else:
+            self._idle[session.id] = session
+            self._idle.move_to_end(session.id)
+
+    def _expire_locked(self, now: float) -> list[HttpSession]:
+        """Remove the sessions idle longer than `idle_timeout`: the fronts of the two queues."""
+        expired: list[HttpSession] = []
+        for queue in (self._fresh, self._idle):
+            while queue:
+                session = next(iter(queue.values()))
+                if now - session.last_seen <= self._idle_timeout:
+                    break
+                self._pop_locked(session.id)
+                expired.append(session)
+        return expired
+
+    def _evict_locked(self, now: float) -> list[tuple[HttpSession, str]]:
+        """While the table is full: remove the oldest fresh session, else the least recently used
+        idle one past the grace; stop when neither exists. Each with why, for the log."""
+        evicted: list[tuple[HttpSession, str]] = []
+        while len(self._sessions) >= self._max:
+            if self._fresh:
+                session = next(iter(self._fresh.values()))
+                why = f"it made no request in the {now - session.last_seen:.1f} s since its initialize"
+            elif self._idle and now - (session := next(iter(self._idle.values()))).last_seen > self._grace:
+                why = f"it was the least recently used, idle for {now - session.last_seen:.1f} s"
+            else:
+                break
+            self._pop_locked(session.id)
+            evicted.append((session, why))
+        return evicted
+
+    def _pop_locked(self, session_id: str) -> HttpSession | None:
+        self._fresh.pop(session_id, None)
+        self._idle.pop(session_id, None)
+        return self._sessions.pop(session_id, None)
 
 
 def _ending(sessions: list[HttpSession]) -> list[tuple[HttpSession, list[Exchange]]]:
@@ -158,6 +273,8 @@ def _ending(sessions: list[HttpSession]) -> list[tuple[HttpSession, list[Exchang
 
 
 def _end(ending: list[tuple[HttpSession, list[Exchange]]], reason: str) -> None:
+    """Outside the table's lock: close each session's GET-stream channel and fail its requests and
+    asks. An expired or evicted session is idle, so it has no request to cancel."""
     for session, exchanges in ending:
         session.events.close()
         for exchange in exchanges:  # each fails its own asks, telling its client on its stream

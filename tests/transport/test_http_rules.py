@@ -483,7 +483,8 @@ def test_sessions_expire_when_idle_and_are_capped() -> None:
     assert first is not None and second is not None and first.id != second.id
     table.add(first)
     table.add(second)
-    assert table.new() is None  # full
+    assert table.find(first.id) is first and table.find(second.id) is second
+    assert table.new() is None  # full of sessions used within the eviction grace (test_http_sessions.py)
     busy = Exchange(Request(1, "tools/call"), streams=True, capacity=4)
     assert table.begin(second, busy)
     now[0] += 11.0
