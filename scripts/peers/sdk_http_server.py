@@ -1,7 +1,9 @@
-"""The official Python SDK (mcp==2.3.0) serving the `echo` tool over Streamable HTTP: the HTTP peer
-of `scripts/peers/sdk_stdio_server.py`, for `scripts/bench-http`.
+"""The official Python SDK (mcp==2.3.0) serving the `echo` and `add_tool` tools over Streamable HTTP:
+the HTTP peer of `scripts/peers/sdk_stdio_server.py`, for `scripts/bench-http` and
+`scripts/bench-fanout`.
 
     $(scripts/peers-venv) scripts/peers/sdk_http_server.py --port 8001 [--host 127.0.0.1] [--stateless]
+        [--max-subscriptions N]
 
 Run it with the python of `.venv-peers` (never mcpsync's own venv). It serves
 http://HOST:PORT/mcp with uvicorn, as the SDK's own `MCPServer.run("streamable-http")` does, with
@@ -15,23 +17,44 @@ answers with an `Mcp-Session-Id` and both eras can be measured against one serve
 gives the SDK's fully stateless mode instead (no session id, the handshake era is then served
 stateless too).
 
-Tool: echo(text) -> the text as a single TextContent (unstructured), as in the stdio peer.
+Tools, as in the stdio peer:
+  echo(text)   the text as a single TextContent (unstructured)
+  add_tool()   registers `dyn_N` (N = 1, 2, ...), publishes the tool list change to every open
+               2026-07-28 `subscriptions/listen` stream (`ctx.notify_tools_changed()`), answers the
+               new tool's name
+
+Listens. `MCPServer` serves `subscriptions/listen` with the SDK's `ListenHandler`, which refuses a
+listen past `max_subscriptions` (default 1024) with INTERNAL_ERROR "Subscription limit reached".
+`--max-subscriptions N` replaces that handler with one of cap N on the same bus (what a deployment
+expecting N listeners would configure); without it the SDK's default stands.
 """
 import argparse
 import asyncio
+import itertools
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
-from mcp.types import TextContent
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.subscriptions import ListenHandler
+from mcp.types import SubscriptionsListenRequestParams, TextContent
 
 server = MCPServer("bench-mcp-sdk-http", version="1", log_level="WARNING")
+added = itertools.count(1)
 
 
 @server.tool(structured_output=False)
 def echo(text: str) -> TextContent:
     """Return the given text."""
     return TextContent(type="text", text=text)
+
+
+@server.tool(structured_output=False)
+async def add_tool(ctx: Context) -> TextContent:
+    """Register one more tool and publish the tool list change."""
+    name = f"dyn_{next(added)}"
+    server.add_tool(lambda: name, name=name, description="added at run time", structured_output=False)
+    await ctx.notify_tools_changed()
+    return TextContent(type="text", text=name)
 
 
 class _Server(uvicorn.Server):
@@ -49,7 +72,14 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8001)
     parser.add_argument("--stateless", action="store_true", help="the SDK's stateless_http mode (no sessions)")
+    parser.add_argument("--max-subscriptions", type=int, metavar="N",
+                        help="listens open at once (default: the SDK's ListenHandler default, 1024)")
     args = parser.parse_args()
+    if args.max_subscriptions is not None:
+        # MCPServer builds its ListenHandler with the defaults and has no option for the cap; a
+        # handler on the same bus (the one ctx.notify_tools_changed() publishes to) replaces it.
+        handler = ListenHandler(server._subscriptions, max_subscriptions=args.max_subscriptions)
+        server._lowlevel_server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, handler)
     app = server.streamable_http_app(json_response=True, stateless_http=args.stateless, host=args.host)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     asyncio.run(_Server(config).serve())
