@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ._version import __version__
-from .transport.http_options import DEFAULT_KEEPALIVE, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_TIMEOUT, DEFAULT_THREADS
+from .transport.http_options import (
+    DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SERVED_MAX_STREAMS,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_THREADS,
+)
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
@@ -104,10 +111,19 @@ def cli() -> None:
     "--threads",
     type=click.IntRange(min=2),
     default=DEFAULT_THREADS,
-    help=f"HTTP: connections at once, a thread each; each open stream holds one.  [default: {DEFAULT_THREADS}]",
+    help=f"HTTP: requests read, run or written at once, a worker thread each (a waiting connection holds none).  [default: {DEFAULT_THREADS}]",
 )
 @click.option(
-    "--max-streams", type=click.IntRange(min=1), default=None, help="HTTP: listens and GET streams open at once.  [default: 3/4 of --threads]"
+    "--max-connections",
+    type=click.IntRange(min=2),
+    default=DEFAULT_MAX_CONNECTIONS,
+    help=f"HTTP: connections open at once (one more is answered 503), at most the file descriptor limit.  [default: {DEFAULT_MAX_CONNECTIONS}]",
+)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"HTTP: listens and GET streams open at once, below --max-connections.  [default: {DEFAULT_SERVED_MAX_STREAMS} or 4/5 of --max-connections]",
 )
 @click.option(
     "--request-timeout",
@@ -141,6 +157,7 @@ def serve(
     allowed_hosts: tuple[str, ...],
     allowed_origins: tuple[str, ...],
     threads: int,
+    max_connections: int,
     max_streams: int | None,
     request_timeout: float,
     session_timeout: float,
@@ -153,8 +170,9 @@ def serve(
     --upstream or --config, other MCP servers are proxied behind it (a gateway). With none of
     these, the embedded demo service is served.
 
-    With --http HOST:PORT it serves Streamable HTTP instead (mcpsync's own threaded HTTP/1.1
-    server) at http://HOST:PORT/mcp until SIGTERM or Ctrl-C; the same app runs under any WSGI
+    With --http HOST:PORT it serves Streamable HTTP instead at http://HOST:PORT/mcp until
+    SIGTERM or Ctrl-C, on mcpsync's own HTTP/1.1 server: one loop holds every waiting connection
+    and open stream, --threads workers serve the requests. The same app runs under any WSGI
     server through Server.wsgi_app().
 
     Tools that ask the client (ctx.elicit, ctx.sample, ctx.roots) answer 2026-07-28 requests with
@@ -185,6 +203,7 @@ def serve(
                 port,
                 path=http_path,
                 threads=threads,
+                max_connections=max_connections,
                 on_ready=on_ready,
                 allowed_hosts=allowed_hosts or None,
                 allowed_origins=allowed_origins or None,
@@ -238,6 +257,7 @@ def _serve_http(server: Server, address: str, serve_http: Callable[[Callable[[st
     def announce(url: str) -> None:
         click.echo(f"mcpsync: serving MCP over HTTP at {url}", err=True)
 
+    _raise_fd_limit()
     try:
         clean = serve_http(announce)
     except (OSError, ValueError) as exc:
@@ -248,6 +268,19 @@ def _serve_http(server: Server, address: str, serve_http: Callable[[Callable[[st
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _raise_fd_limit() -> None:
+    """A connection or an open stream costs a file descriptor: let this process open as many as
+    the hard limit allows (the soft limit is often 1,024), as servers do."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass  # the soft limit stays; --max-connections is capped below it
 
 
 def _read_config(config_path: str | None, upstreams: tuple[str, ...]) -> GatewayConfig | None:

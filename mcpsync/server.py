@@ -28,9 +28,11 @@ from .errors import McpsyncError
 from .protocol.versions import Era
 from .transport.http_options import (
     DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SERVED_MAX_STREAMS,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_THREADS,
     WsgiApp,
@@ -374,6 +376,7 @@ class Server:
         *,
         path: str = "/mcp",
         threads: int = DEFAULT_THREADS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         fallback: WsgiApp | None = None,
         allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
@@ -389,14 +392,17 @@ class Server:
     ) -> HttpServing:
         """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with mcpsync's own
         HTTP/1.1 server, on a background thread, and return at once; `shutdown()` stops it.
-        `threads` is how many connections it serves at once, a thread each (one more is answered
-        503); each open stream holds one, so `max_streams` (default, None: three quarters of
-        them) must stay below it. The other keywords are those of `wsgi_app`."""
-        streams = _streams_within(threads, max_streams)
+        `threads` is how many requests it reads, runs or writes at once, a worker thread each;
+        `max_connections` how many connections it holds open (one more is answered 503), which
+        cost a file descriptor each while they wait, as do open streams: `max_streams` (default,
+        None: 8,000, or four fifths of `max_connections` if fewer) must stay below it. The other
+        keywords are those of `wsgi_app`."""
+        streams = _streams_within(max_connections, max_streams)
         return self._hosted_http(
             host,
             port,
             threads,
+            max_connections,
             lambda on_stopped: self._http_app(
                 path,
                 on_stopped,
@@ -422,6 +428,7 @@ class Server:
         *,
         path: str = "/mcp",
         threads: int = DEFAULT_THREADS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         on_ready: Callable[[str], None] | None = None,
         fallback: WsgiApp | None = None,
         allowed_hosts: Iterable[str] | None = None,
@@ -445,6 +452,7 @@ class Server:
             port,
             path=path,
             threads=threads,
+            max_connections=max_connections,
             fallback=fallback,
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
@@ -466,14 +474,16 @@ class Server:
             finally:
                 self._upstreams_shutting_down(False)
 
-    def _hosted_http(self, host: str, port: int, threads: int, make_app: Callable[[Callable[[], None]], WsgiTransport]) -> HttpServing:
+    def _hosted_http(
+        self, host: str, port: int, threads: int, max_connections: int, make_app: Callable[[Callable[[], None]], WsgiTransport]
+    ) -> HttpServing:
         """mcpsync's HTTP server (not started) for the app `make_app(on_stopped)` returns."""
         from .transport.http_serving import HttpServing
 
         serving: HttpServing | None = None
         app = make_app(lambda: self._unregister(serving))
         try:
-            serving = HttpServing(app, host, port, threads=threads)
+            serving = HttpServing(app, host, port, threads=threads, max_connections=max_connections)
         except BaseException:
             app.shutdown(0)
             raise
@@ -553,13 +563,14 @@ class Server:
         self.close()
 
 
-def _streams_within(threads: int, max_streams: int | None) -> int:
-    """`max_streams` for mcpsync's HTTP server of `threads` connections (None: three quarters of
-    them), which must stay below it: each open stream holds a connection, and so its thread."""
-    streams = max(1, threads * 3 // 4) if max_streams is None else max_streams
-    if streams >= threads:
-        raise ValueError("max_streams must be below threads: each open stream holds a thread")
-    return streams
+def _streams_within(max_connections: int, max_streams: int | None) -> int:
+    """`max_streams` for mcpsync's HTTP server of `max_connections` (None: the default, or four
+    fifths of them if fewer), which must stay below it: each open stream holds a connection."""
+    if max_streams is None:
+        return max(1, min(DEFAULT_SERVED_MAX_STREAMS, max_connections * 4 // 5))
+    if max_streams >= max_connections:
+        raise ValueError("max_streams must be below max_connections: each open stream holds a connection")
+    return max_streams
 
 
 def _declares_roots(session: Session) -> bool:

@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._pool import WorkerPool
 from ..errors import CallTimeout, ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Request
-from ._pool import WorkerPool
 
 log = logging.getLogger("mcpsync.client")
 

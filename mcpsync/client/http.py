@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._pool import WorkerPool
 from ..errors import ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Message, Response
@@ -50,7 +51,6 @@ from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.sse import SseParser, TooLarge
 from ._http_headers import checked_headers, merged, routing_headers
 from ._http_wire import Aborted, Exchange, Stream, Unreachable, describe, is_json, media_type, messages_from, read_body, same_id, shut, snippet
-from ._pool import WorkerPool
 
 log = logging.getLogger("mcpsync.client")
 

@@ -75,6 +75,21 @@ class Channel:
         self._capacity = capacity
         self._cond = threading.Condition()
         self._closed = False
+        self._waiter: Callable[[], None] | None = None
+
+    def on_ready(self, wake: Callable[[], None]) -> bool:
+        """Call `wake()` once, from the producing thread, when an item arrives or the channel
+        closes (for a consumer that waits without a thread); False, registering nothing, when an
+        item is there already or the channel is closed."""
+        with self._cond:
+            if self._items or self._closed:
+                return False
+            self._waiter = wake
+            return True
+
+    def _take_waiter(self) -> Callable[[], None] | None:
+        waiter, self._waiter = self._waiter, None
+        return waiter
 
     @property
     def closed(self) -> bool:
@@ -94,7 +109,10 @@ class Channel:
                 return False
             self._items.append(item)
             self._cond.notify_all()
-            return True
+            waiter = self._take_waiter()
+        if waiter is not None:
+            waiter()
+        return True
 
     def finish(self, item: Any) -> bool:
         """Queue a last item and close, in one step; False if already closed."""
@@ -104,7 +122,10 @@ class Channel:
             self._items.append(item)
             self._closed = True
             self._cond.notify_all()
-            return True
+            waiter = self._take_waiter()
+        if waiter is not None:
+            waiter()
+        return True
 
     def get(self, timeout: float) -> Any:
         """The next item; TIMEOUT if none came within `timeout`; CLOSED once closed and drained."""
@@ -125,6 +146,9 @@ class Channel:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            waiter = self._take_waiter()
+        if waiter is not None:
+            waiter()
 
 
 class Exchange(Cancellable):
@@ -279,6 +303,7 @@ class SseBody:
         self._on_close = on_close
         self._finished = False
         self._closed = False
+        self._quiet_until = time.monotonic() + keepalive  # when a keep-alive comment is due (take)
 
     def __iter__(self) -> SseBody:
         return self
@@ -307,6 +332,45 @@ class SseBody:
             else:
                 return sse_event(item)
         raise StopIteration
+
+    # -- without a thread: mcpsync's own server parks the stream between pieces (`Parkable`) ------
+    def take(self, now: float) -> bytes | None:
+        """The next piece if one is ready, else None; StopIteration once the stream has ended.
+        The same pieces as iterating, in the same order, but never waiting."""
+        chunk = self._take(now)
+        if chunk is not None:
+            self._quiet_until = now + self._keepalive
+        return chunk
+
+    def _take(self, now: float) -> bytes | None:
+        if self._pending is not None:
+            chunk, self._pending = self._pending, None
+            return chunk
+        while not self._finished:
+            item = self._channel.get(0.0)
+            if isinstance(item, Final):
+                self._finished = True
+                if item.frame is not None:
+                    return sse_event(item.frame)
+            elif item is CLOSED:
+                self._finished = True
+            elif item is TIMEOUT:
+                if self._deadline is not None and now >= self._deadline:
+                    self._deadline = None
+                    if self._on_deadline is not None:
+                        self._on_deadline()  # answers into the channel: taken on the next turn
+                    continue
+                return KEEPALIVE if now >= self._quiet_until else None
+            else:
+                return sse_event(item)
+        raise StopIteration
+
+    def park(self, wake: Callable[[], None]) -> float | None:
+        """Have `wake()` called when the channel has something; when `take` is due anyway (the
+        next keep-alive, or the request's deadline). 0.0: something is there already."""
+        if self._finished or not self._channel.on_ready(wake):
+            return 0.0
+        return self._quiet_until if self._deadline is None else min(self._quiet_until, self._deadline)
 
     def close(self) -> None:
         if self._closed:

@@ -1,39 +1,76 @@
 """Writing one response of `WsgiServer`: the head from `start_response`, the body as framed, or
 the whole response at once from another thread (`respond_now`).
 
+Why ours and not h11's: framing a response is a few joins, and h11's costs about 15 µs per MCP
+answer (`scripts/bench-http-parsers`), a quarter of the budget of a whole request; what h11 would
+add, refusing what must not be sent, is done here: a status or header with CR, LF or NUL (the
+application's bug, which would otherwise become response splitting) is refused with
+`BadResponse` before any byte goes out, and the client gets a 500.
+
 Strategy: the head is built when the first body chunk (or the end) is known, so a one-chunk body
-with a `Content-Length` leaves in one `sendall`. The framing is ours to choose: the application's
+with a `Content-Length` leaves in one send. The framing is ours to choose: the application's
 `Content-Length` when it gives one (a longer body is cut, a shorter one ends the connection),
 else chunked on HTTP/1.1 (one chunk per yielded piece: SSE events are not held back), else the
-body ends with the connection. Before the connection's thread sends its first byte it claims the
-socket, under the same lock `respond_now` takes, so exactly one thread writes each response.
+body ends with the connection. Before the connection's worker sends its first byte it claims the
+connection, under the same lock `respond_now` takes, so exactly one thread writes each response.
+A body that can wait without a thread (`Parkable`: the transport's event streams) is framed here
+too (`frame`) but written by the connection between its parkings.
 """
 
 from __future__ import annotations
 
 import email.utils
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from ._wsgi_server import FixedBody, WsgiServer
+from ..errors import McpsyncError
 
 log = logging.getLogger("mcpsync")
 
-DRAIN_LIMIT = 64 * 1024
-"""Unread request body the server still reads past to keep the connection; more and it closes."""
-
-REASONS = {400: "Bad Request", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
+REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
             505: "HTTP Version Not Supported"}
 
 
 class _Gone(Exception):
     """The client closed the connection, or it timed out between requests: nothing to answer."""
+
+
+class BadResponse(McpsyncError):
+    """The application's status or headers cannot be sent as they are (CR, LF or NUL in them)."""
+
+
+class Writer(Protocol):
+    """The connection, as a response writes to it."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def send_all(self, data: bytes) -> None:
+        """Send every byte, waiting for room up to the write timeout; raises `_Gone`."""
+
+    def shutdown_write(self) -> None: ...
+
+    def date_header(self) -> bytes: ...
+
+
+@runtime_checkable
+class Parkable(Protocol):
+    """A WSGI body that can wait for its next piece without a thread (`_http_stream.SseBody`):
+    the server calls `take` while it returns pieces, then `park`, and `take` again once woken or
+    at the time `park` returned. Iterating it instead (another WSGI server) blocks, as usual."""
+
+    def take(self, now: float) -> bytes | None:
+        """The next piece if one is ready, None if not; StopIteration at the end."""
+
+    def park(self, wake: Callable[[], None]) -> float | None:
+        """Call `wake()` (once, from any thread) when a piece is ready; the monotonic time at which
+        `take` is due anyway (a keep-alive, a deadline), or None."""
+
+    def close(self) -> None: ...
 
 
 class Clock:
@@ -55,14 +92,12 @@ class Clock:
 class Response:
     """One response: the status and headers from `start_response`, then the body as framed."""
 
-    def __init__(self, sock: socket.socket, environ: dict[str, Any], keep_alive: bool, server: WsgiServer, body: FixedBody | None) -> None:
-        self._sock = sock
+    def __init__(self, writer: Writer, environ: dict[str, Any], keep_alive: bool) -> None:
+        self._writer = writer
         self._head_only = environ["REQUEST_METHOD"] == "HEAD"
         self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"
         self._what = f"{environ['REQUEST_METHOD']} {environ.get('PATH_INFO', '')}"
         self.keep_alive = keep_alive
-        self._server = server
-        self._body = body
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
         self.started = False
@@ -88,7 +123,8 @@ class Response:
 
     def _head(self) -> bytes:
         assert self._status is not None, "the application yielded before calling start_response"
-        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._server.clock.header()]
+        _check_sendable(self._status, self._headers)
+        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._writer.date_header()]
         code = int(self._status[:3])
         for name, value in self._headers:
             lowered = name.lower()
@@ -111,10 +147,7 @@ class Response:
             lines.append(b"Transfer-Encoding: chunked\r\n")
         else:
             self.keep_alive = False  # the body ends when the connection does
-        body = self._body
-        if body is not None and body.remaining and (body.remaining > DRAIN_LIMIT or body.continue_pending):
-            self.keep_alive = False  # too much to read past, or the client still waits to send it
-        if self._server.stopping:
+        if self._writer.stopping:
             self.keep_alive = False
         if not self.keep_alive:
             lines.append(b"Connection: close\r\n")
@@ -123,6 +156,10 @@ class Response:
         lines.append(b"\r\n")
         self.started = True
         return b"".join(lines)
+
+    def frame(self, chunk: bytes) -> bytes:
+        """The head (before the first piece) and `chunk` framed, as bytes to send."""
+        return self._head() + self._frame(chunk) if not self.started else self._frame(chunk)
 
     def _frame(self, chunk: bytes) -> bytes:
         if self._head_only or not chunk:
@@ -140,15 +177,12 @@ class Response:
 
     def _send(self, data: bytes) -> None:
         if not self._sending:
-            self._claim()
-        try:
-            self._sock.sendall(data)
-        except OSError as exc:
-            raise _Gone(str(exc)) from exc
+            self.claim()
+        self._writer.send_all(data)
 
-    def _claim(self) -> None:
-        """Before the connection's thread sends the first byte: the socket is its own from now
-        on, unless another thread has written the whole response already."""
+    def claim(self) -> None:
+        """Before the connection's worker sends the first byte: the connection is its own from
+        now on, unless another thread has written the whole response already (`_Gone`)."""
         with self._claim_lock:
             if self.answered_elsewhere:
                 raise _Gone("the response was written by another thread")
@@ -160,11 +194,16 @@ class Response:
         nothing, once that thread has begun sending, or if the client is gone. The response is
         framed by its length and says `Connection: close`; the application's own framing
         headers are replaced."""
+        try:
+            _check_sendable(status, headers)
+        except BadResponse:
+            log.error("respond_now: %s", "a status or header with CR, LF or NUL; a 500 goes out instead")
+            status, headers, body = "500 Internal Server Error", [("Content-Type", "text/plain")], b"internal server error\n"
         with self._claim_lock:
             if self._sending or self.answered_elsewhere:
                 return False
             self.answered_elsewhere = True
-        lines = [b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", self._server.clock.header()]
+        lines = [b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", self._writer.date_header()]
         for name, value in headers:
             if name.lower() not in ("content-length", "connection", "transfer-encoding"):
                 lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
@@ -172,15 +211,15 @@ class Response:
         if not self._head_only:
             lines.append(body)
         try:
-            self._sock.sendall(b"".join(lines))
-            self._sock.shutdown(socket.SHUT_WR)  # the client reads the end of the response now
-        except OSError:
+            self._writer.send_all(b"".join(lines))
+            self._writer.shutdown_write()  # the client reads the end of the response now
+        except (_Gone, OSError):
             return False
         return True
 
     def _write_now(self, chunk: bytes) -> None:
         """The legacy `write()` callable of PEP 3333."""
-        data = self._head() + self._frame(chunk) if not self.started else self._frame(chunk)
+        data = self.frame(chunk)
         if data:
             self._send(data)
 
@@ -203,12 +242,22 @@ class Response:
         if ending:
             self._send(ending)
 
+    def ending(self) -> bytes:
+        """What ends the body: the chunked terminator, or nothing."""
+        return self._ending()
+
     def _ending(self) -> bytes:
         """The chunked terminator; and a body shorter than its Content-Length ends the connection."""
         if self._length is not None and self._sent < self._length and not self._head_only:
             log.error("the WSGI application sent %d of its Content-Length %d for %s; closing the connection", self._sent, self._length, self._what)
             self.keep_alive = False
         return b"0\r\n\r\n" if self._chunked and not self._head_only else b""
+
+
+def _check_sendable(status: str, headers: list[tuple[str, str]]) -> None:
+    text = status.join(name + value for name, value in headers) + status
+    if "\r" in text or "\n" in text or "\0" in text:
+        raise BadResponse(f"the status or a header holds CR, LF or NUL: {status!r}")
 
 
 def plain_response(status: int, why: str, date: bytes) -> bytes:

@@ -17,7 +17,12 @@ DEFAULT_MAX_STREAMS = 256
 DEFAULT_SESSION_TIMEOUT = 1800.0
 DEFAULT_MAX_SESSIONS = 1024
 DEFAULT_THREADS = 64
-"""Connections mcpsync's own HTTP server serves at once, a thread each."""
+"""Requests mcpsync's own HTTP server reads, runs or writes at once, a worker thread each."""
+DEFAULT_MAX_CONNECTIONS = 10_000
+"""Connections mcpsync's own HTTP server holds open at once (capped below the descriptor limit)."""
+DEFAULT_SERVED_MAX_STREAMS = 8_000
+"""Open streams (listens and GET streams) under mcpsync's own HTTP server, where a stream holds no
+thread; `DEFAULT_MAX_STREAMS` is the WSGI app's default under other servers, where each holds one."""
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 """A WSGI application (PEP 3333): called with the environ and `start_response`."""

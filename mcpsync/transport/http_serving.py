@@ -3,9 +3,9 @@
 Strategy: `HttpServing` owns one `WsgiServer` (`_wsgi_server`), whose accept loop runs on a thread
 of its own (`mcpsync-http-server`), and the `WsgiTransport` it serves. Stopping is ordered: the
 transport first (listens get their `complete` result, streams end, running requests are
-answered), so every connection is free to finish its response, then the server itself. Each
-connection holds one thread while it is open, and each open stream holds its connection, so
-`threads` (the connections at once) must exceed `max_streams`: the rest serve ordinary requests.
+answered), so every connection is free to finish its response, then the server itself. A
+connection holds a worker thread only while a request is read, run or written; each open stream
+holds its connection (a file descriptor), so `max_connections` must exceed `max_streams`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ from typing import Any
 
 from ._wsgi_server import DEFAULT_TIMEOUT, WsgiServer
 from .http import WsgiTransport
-from .http_options import DEFAULT_THREADS
+from .http_options import DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS
 
 log = logging.getLogger("mcpsync")
 
-SOCKET_TIMEOUT = DEFAULT_TIMEOUT
-"""Seconds a read from, or a write to, a silent client may block before the connection is dropped."""
 
 
 class HttpServing:
@@ -33,10 +31,14 @@ class HttpServing:
     `host` and `port` where it listens, and `app` the `WsgiTransport` it serves.
     """
 
-    def __init__(self, app: WsgiTransport, host: str, port: int, *, threads: int = DEFAULT_THREADS) -> None:
+    def __init__(
+        self, app: WsgiTransport, host: str, port: int, *, threads: int = DEFAULT_THREADS, max_connections: int = DEFAULT_MAX_CONNECTIONS
+    ) -> None:
         self.app = app
         # binds now: a busy port fails here, in the caller
-        self._server = WsgiServer(app, host, port, max_connections=threads, timeout=SOCKET_TIMEOUT, max_body_bytes=app.max_body_bytes)
+        self._server = WsgiServer(
+            app, host, port, threads=threads, max_connections=max_connections, timeout=DEFAULT_TIMEOUT, max_body_bytes=app.max_body_bytes
+        )
         self.host, self.port = self._server.host, self._server.port
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{shown}:{self.port}{app.path}"

@@ -1,4 +1,5 @@
-"""A bounded pool of worker threads for a client's session or connection, which owns and stops it.
+"""A bounded pool of worker threads, owned and stopped by what made it: a client's session or
+connection, or the HTTP server (`mcpsync-http-N`).
 
 Why not one thread per job: the jobs come from the wire (a POST per request, a callback per server
 request), so a server that floods the client would make it start threads at will. Why not
@@ -21,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("mcpsync.client")
+log = logging.getLogger("mcpsync")
 
 IDLE = 5.0
 """Seconds a worker waits for another job before it ends."""

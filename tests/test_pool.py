@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from mcpsync.client import _pool
-from mcpsync.client._pool import WorkerPool
+from mcpsync import _pool
+from mcpsync._pool import WorkerPool
 
-from .._timeouts import LONG
+from ._timeouts import LONG
 
 
 def _pool_threads(name: str) -> list[threading.Thread]:
