@@ -43,7 +43,7 @@ from .raw_http import Closed, RawClient, Servers
 pytestmark = pytest.mark.timeout(120)
 
 SEED = int(os.environ.get("MCPSYNC_HTTP_FUZZ_SEED", "20261313"))
-CASES = int(os.environ.get("MCPSYNC_HTTP_FUZZ_CASES", "3000"))
+CASES = int(os.environ.get("MCPSYNC_HTTP_FUZZ_CASES", "5000"))
 
 # The contract's numbers (issue 13), restated here rather than imported.
 MAX_HEAD_BYTES = 64 * 1024
@@ -251,9 +251,11 @@ class Request:
     body: bytes = b""
     chunks: list[tuple[str, str, bytes]] | None = None  # (size text, extension, data)
     trailers: list[tuple[str, str]] = field(default_factory=list)
+    prefix: str = ""  # bytes before the request line
+    gaps: tuple[str, str] = (" ", " ")  # what separates the method, the target and the version
 
     def serialize(self) -> bytes:
-        head = f"{self.method} {self.target} {self.version}\r\n" + "".join(f"{n}: {v}\r\n" for n, v in self.headers) + "\r\n"
+        head = f"{self.prefix}{self.method}{self.gaps[0]}{self.target}{self.gaps[1]}{self.version}\r\n" + "".join(f"{n}: {v}\r\n" for n, v in self.headers) + "\r\n"
         out = head.encode("latin-1")
         if self.chunks is None:
             return out + self.body
@@ -333,7 +335,7 @@ def _set(headers: list[tuple[str, str]], name: str, value: str) -> None:
 
 
 def mutate_structure(rng: random.Random, r: Request) -> None:
-    choice = rng.randrange(14)
+    choice = rng.randrange(16)
     if choice == 0 and r.headers:
         r.headers.insert(rng.randrange(len(r.headers) + 1), rng.choice(r.headers))  # duplicate a field
     elif choice == 1:
@@ -377,6 +379,11 @@ def mutate_structure(rng: random.Random, r: Request) -> None:
         r.version = "HTTP/1.0"  # now maybe chunked on 1.0, or without Host (fine on 1.0)
     elif choice == 13:
         r.target = rng.choice(["http://[evil/mcp", "http://ex ample/", "*", "x/y", "//a//b", "/a#frag", "http://h/p?q#f", "/%zz/%"])
+    elif choice == 14:
+        r.prefix = rng.choice(["\r\n", "\r\n\r\n", "\n", "\r", " ", "\r\n\n", "\t", "\x00"])
+    elif choice == 15:
+        gap = rng.choice(["  ", "\t", " \t", "\x0b", "\xa0", " \r"])
+        r.gaps = (gap, " ") if rng.random() < 0.5 else (" ", gap)
 
 
 def mutate_bytes(rng: random.Random, data: bytearray) -> None:
