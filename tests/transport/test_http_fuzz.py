@@ -359,7 +359,7 @@ def mutate_structure(rng: random.Random, r: Request) -> None:
             r.headers.append(("Content-Length", str(rng.randint(0, 20))))
     elif choice == 6 and r.chunks is not None:
         _set(r.headers, "Transfer-Encoding", rng.choice(
-            ["gzip, chunked", "chunked, gzip", "identity", " chunked", "chunked ", "chunked,", "gzip", "deflate, chunked"]))
+            ["gzip, chunked", "chunked, gzip", "identity", " chunked", "chunked ", "chunked\t", "chunked,", "gzip", "deflate, chunked"]))
     elif choice == 7:
         r.version = rng.choice(VERSIONS)
     elif choice == 8:

@@ -150,6 +150,8 @@ REFUSALS: dict[str, tuple[bytes, set[int]]] = {
     "transfer-encoding identity": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: identity\r\n\r\n", {501}),
     "transfer-encoding chunked twice": (
         b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", {400, 501}),
+    "transfer-encoding chunked<tab>, then chunked": (  # found by test_http_fuzz (seed 7, 30,000 cases)
+        b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", {400, 501}),
     "chunked on http/1.0": (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", {400}),
     "malformed chunk size": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", {400}),
     "chunk size 0x5": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n", {400}),
