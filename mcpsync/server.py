@@ -395,8 +395,9 @@ class Server:
         `threads` is how many requests it reads, runs or writes at once, a worker thread each;
         `max_connections` how many connections it holds open (one more is answered 503), which
         cost a file descriptor each while they wait, as do open streams: `max_streams` (default,
-        None: 8,000, or four fifths of `max_connections` if fewer) must stay below it. The other
-        keywords are those of `wsgi_app`."""
+        None: 8,000, or four fifths of `max_connections` if fewer) must stay below it, and is
+        also the listens' cap unless `subscription_cap` is given. The other keywords are those
+        of `wsgi_app`."""
         streams = _streams_within(max_connections, max_streams)
         return self._hosted_http(
             host,
@@ -416,7 +417,7 @@ class Server:
                 max_sessions=max_sessions,
                 workers=workers,
                 max_body_bytes=max_body_bytes,
-                subscription_cap=subscription_cap,
+                subscription_cap=streams if subscription_cap is None else subscription_cap,
                 shutdown_timeout=shutdown_timeout,
             ),
         ).start()
