@@ -426,8 +426,8 @@ class Connection:
         with self._lock:
             self._state = _CLOSED
         self._server.poller.forget(self.fd)
+        self._server.release(self)  # first: the loop then takes the descriptor as a lingering one
         self._server.linger(self._sock)
-        self._server.release(self)
 
     def _close(self) -> None:
         with self._lock:

@@ -217,6 +217,8 @@ class RequestReader:
         for name, value in self._headers:
             lowered = name.lower()
             if lowered == "transfer-encoding":
+                if self._chunked:  # llhttp misses some duplicates (`chunked\t` then `chunked`)
+                    self._refuse(400, "more than one Transfer-Encoding field")
                 if value.lower() != "chunked":
                     self._refuse(501, f"transfer coding {value!r} is not supported")
                 if version == "1.0":
@@ -274,6 +276,7 @@ def _target(url: bytes) -> tuple[str, str]:
     """PATH_INFO (percent-decoded, latin-1) and QUERY_STRING of an origin-, absolute- or asterisk-form target."""
     if url == b"*":
         return "", ""
+    url = url.partition(b"#")[0]  # a fragment is the client's own, never part of the target
     if not url.startswith(b"/"):
         if b"://" not in url:
             return url.decode("latin-1"), ""

@@ -67,6 +67,8 @@ FD_RESERVE = 64
 """File descriptors kept free of connections: the listener, the poller, logs, upstreams."""
 LATE_JOIN = 1.0
 """Seconds `stop()` still waits for the connections it had to cut."""
+IDLE_WAKE = 60.0
+"""The longest the loop waits with nothing due (every wait has a deadline)."""
 _ACCEPT_BURST = 64
 
 
@@ -198,15 +200,13 @@ class WsgiServer:
                 sock.close()
             self._lingering.clear()
 
-    def _next_wait(self) -> float | None:
+    def _next_wait(self) -> float:
         with self._timer_lock:
             due = [self._timers[0][0]] if self._timers else []
             due += [until for _, until in self._lingering.values()][:1] if self._lingering else []
-            if not due:
-                self._sleep_until = float("inf")
-                return None
-            self._sleep_until = min(due)
-            return max(0.0, self._sleep_until - time.monotonic())
+            now = time.monotonic()
+            self._sleep_until = min(due, default=now + IDLE_WAKE)
+            return min(IDLE_WAKE, max(0.0, self._sleep_until - now))
 
     def _fire_timers(self) -> None:
         now = time.monotonic()

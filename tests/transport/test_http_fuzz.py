@@ -139,15 +139,12 @@ def _fields(parsed: Parsed, name: bytes) -> list[bytes]:
 def extra_refusals(parsed: Parsed) -> str | None:
     """The contract's refusals that llhttp does not make itself (and a few it does, restated);
     None when the request is to be served."""
-    data = parsed.data
-    start = 0
-    while data.startswith(b"\r\n", start):
-        start += 2
-    if data[start:start + 1] in (b"\r", b"\n"):
-        return "bare CR or LF before the request line"
-    line = data[start:data.find(b"\r\n", start)] if b"\r\n" in data[start:] else b""
-    parts = line.split(b" ")
-    if len(parts) != 3 or not all(parts) or not TCHAR.fullmatch(parts[0]):
+    # Empty lines (CR, LF) before the request line and repeated spaces inside it are llhttp's to
+    # read, within RFC 9112's leniency (§2.2, §3): they move no message boundary.
+    data = parsed.data.lstrip(b"\r\n")
+    line = data[: data.find(b"\r\n")] if b"\r\n" in data else b""
+    parts = line.split()
+    if len(parts) != 3 or not TCHAR.fullmatch(parts[0]):
         return "malformed request line"
     if parsed.version not in ("1.0", "1.1"):
         return f"version {parsed.version}"
