@@ -67,6 +67,12 @@ class WorkerPool:
             self._jobs.append(job)
             return True
 
+    @property
+    def has_room(self) -> bool:
+        """A hint (read without the lock): a job submitted now would start at once, on a free
+        worker or a new one."""
+        return self._idle > len(self._jobs) or len(self._threads) < self._workers
+
     def close(self, timeout: float) -> list[str]:
         """Drop the jobs that have not started, wake idle workers, and wait up to `timeout` seconds
         for the running ones (not the calling thread, if it is a worker); returns the names of the

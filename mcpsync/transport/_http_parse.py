@@ -88,12 +88,12 @@ class RequestReader:
     def _reset(self) -> None:
         self._url = b""
         self._path = self._query = ""
+        self._raw: list[tuple[bytes, bytes]] = []
         self._headers: list[tuple[str, str]] = []
         self._body: list[bytes] = []
         self._body_size = 0
         self._head_bytes = 0
         self._head_exact = 0
-        self._hosts = 0
         self._chunked = False
         self._chunks = 0
         self._framing = 0
@@ -190,16 +190,10 @@ class RequestReader:
             if self._trailers > MAX_HEADERS or self._trailer_bytes > MAX_TRAILER_BYTES:
                 self._refuse(431, "the trailer fields are too many or too long")
             return
-        if len(self._headers) >= MAX_HEADERS:
-            self._refuse(431, "too many header fields")
+        self._raw.append((name, value))  # read once the head is whole (on_headers_complete)
         self._count_head(len(name) + len(value) + 4)
-        value = value.strip(b" \t")
-        if _CTL.search(value):
-            self._refuse(400, "a control character in a header value")
-        text_name = name.decode("latin-1")
-        if text_name.lower() == "host":
-            self._hosts += 1
-        self._headers.append((text_name, value.decode("latin-1")))
+        if len(self._raw) > MAX_HEADERS:
+            self._refuse(431, "too many header fields")
 
     def on_headers_complete(self) -> None:
         self._phase = _BODY
@@ -210,13 +204,23 @@ class RequestReader:
             self._refuse(400, "CONNECT is not supported: this is not a proxy")
         if version not in ("1.1", "1.0"):
             self._refuse(505, f"HTTP/{version} is not supported")
-        if self._hosts > 1 or (version == "1.1" and self._hosts == 0):
-            self._refuse(400, "an HTTP/1.1 request carries exactly one Host header")
+        raw = self._raw
+        if _CTL.search(b"\t".join([value for _, value in raw])):  # llhttp refuses them too
+            self._refuse(400, "a control character in a header value")
+        headers = self._headers
+        hosts = 0
         expect = False
         length = None
-        for name, value in self._headers:
+        for name_bytes, value_bytes in raw:
+            name = name_bytes.decode("latin-1")
+            value = value_bytes.strip(b" \t").decode("latin-1")
+            headers.append((name, value))
             lowered = name.lower()
-            if lowered == "transfer-encoding":
+            if lowered == "host":
+                hosts += 1
+            elif lowered == "content-length":
+                length = int(value)  # llhttp has checked it: digits, one header, no overflow
+            elif lowered == "transfer-encoding":
                 if self._chunked:  # llhttp misses some duplicates (`chunked\t` then `chunked`)
                     self._refuse(400, "more than one Transfer-Encoding field")
                 if value.lower() != "chunked":
@@ -224,10 +228,10 @@ class RequestReader:
                 if version == "1.0":
                     self._refuse(400, "chunked transfer coding on HTTP/1.0")
                 self._chunked = True
-            elif lowered == "content-length":
-                length = int(value)  # llhttp has checked it: digits, one header, no overflow
             elif lowered == "expect":
                 expect = value.lower() == "100-continue"
+        if hosts > 1 or (version == "1.1" and hosts == 0):
+            self._refuse(400, "an HTTP/1.1 request carries exactly one Host header")
         if self._chunked and length is not None:  # llhttp refuses it too
             self._refuse(400, "both Content-Length and Transfer-Encoding")
         if length is not None and length > self._max_body:

@@ -146,6 +146,11 @@ class WsgiServer:
     def submit(self, job: Any) -> bool:
         return self._pool.submit(job)
 
+    @property
+    def workers_to_spare(self) -> bool:
+        """Another worker is free, or may start: one may wait briefly on its connection (`NEXT_REQUEST_WAIT`)."""
+        return not self._stopping and self._pool.has_room
+
     def schedule(self, connection: Connection, due: float) -> None:
         """Make the loop look at `connection` at `due` (one live timer per connection: a later
         deadline is found when the earlier timer fires)."""

@@ -1,0 +1,106 @@
+"""The HTTP server on both pollers: epoll (Linux) and the queued `selectors` one used elsewhere
+(macOS's kqueue), which this machine would otherwise never run. Each test serves real requests on
+127.0.0.1 and a parked event stream (`SseBody` on a `Channel`) woken from another thread."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mcpsync.transport import _wsgi_server
+from mcpsync.transport._http_poller import EpollPoller, QueuedPoller
+from mcpsync.transport._http_stream import Channel, SseBody
+from mcpsync.transport._wsgi_server import WsgiServer
+
+from .._timeouts import LONG
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class StreamApp:
+    """`/stream` answers an event stream fed by `channel`; anything else says hello."""
+
+    def __init__(self) -> None:
+        self.channel = Channel(16)
+        self.opened = threading.Event()
+        self.closed = threading.Event()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["PATH_INFO"] == "/stream":
+            start_response("200 OK", [("Content-Type", "text/event-stream")])
+            self.opened.set()
+            return SseBody(self.channel, keepalive=LONG * 2, on_close=lambda _completed: self.closed.set())
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "5")])
+        return [b"hello"]
+
+
+@pytest.fixture(params=[EpollPoller, QueuedPoller], ids=["epoll", "queued"])
+def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[WsgiServer, StreamApp]]:
+    monkeypatch.setattr(_wsgi_server, "new_poller", request.param)
+    app = StreamApp()
+    server = WsgiServer(app, "127.0.0.1", 0, threads=2, idle_timeout=0.3)
+    loop = threading.Thread(target=server.serve, name="test-http-loop")
+    loop.start()
+    try:
+        yield server, app
+    finally:
+        assert server.stop(timeout=LONG)
+        loop.join(LONG)
+        server.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("mcpsync-http-")]
+
+
+def test_keep_alive_requests_are_served_on_one_connection(served: tuple[WsgiServer, StreamApp]) -> None:
+    server, _ = served
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=LONG)
+    try:
+        for _ in range(20):
+            connection.request("GET", "/")
+            reply = connection.getresponse()
+            assert (reply.status, reply.read()) == (200, b"hello")
+    finally:
+        connection.close()
+
+
+def test_a_parked_stream_holds_no_worker_and_is_woken_by_its_channel(served: tuple[WsgiServer, StreamApp]) -> None:
+    server, app = served
+    stream = socket.create_connection(("127.0.0.1", server.port), timeout=LONG)
+    try:
+        stream.sendall(b"GET /stream HTTP/1.1\r\nHost: test\r\n\r\n")
+        reader = stream.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 200")
+        assert app.opened.wait(LONG)
+        # with the stream parked, both workers are free: two more clients are served meanwhile
+        for _ in range(2):
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=LONG)
+            connection.request("GET", "/")
+            assert connection.getresponse().read() == b"hello"
+            connection.close()
+        app.channel.put(b'{"jsonrpc":"2.0","method":"x"}')  # from this thread: it wakes the parked stream
+        seen = b""
+        while b'"method":"x"' not in seen:
+            line = reader.readline()
+            assert line, "the stream ended before the event came"
+            seen += line
+        reader.close()  # the socket closes only once its file is closed too
+    finally:
+        stream.close()
+    assert app.closed.wait(LONG), "a client that closed its stream was not noticed"
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout(served: tuple[WsgiServer, StreamApp]) -> None:
+    server, _ = served
+    client = socket.create_connection(("127.0.0.1", server.port), timeout=LONG)
+    try:
+        client.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        received = b""
+        while chunk := client.recv(4096):  # the answer, then the end of file the idle timeout brings
+            received += chunk
+        assert received.startswith(b"HTTP/1.1 200") and received.endswith(b"hello")
+    finally:
+        client.close()
