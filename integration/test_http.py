@@ -24,10 +24,10 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from wire import FIXTURES, REPO_ROOT, base_env, has_traceback, modern_meta, spawn_http_server
 
 import mcpsync
 from mcpsync import Context, Server, Service
-from wire import FIXTURES, REPO_ROOT, base_env, has_traceback, modern_meta
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,15 +44,7 @@ class HttpServerProcess:
     """`mcpsync serve --http 127.0.0.1:0 ARGS...` as a child; `.url` once it listens."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=base_env(),
-            cwd=str(REPO_ROOT),
-            start_new_session=True,
-        )
+        self.proc = spawn_http_server(*args, stdout=subprocess.PIPE)
         self.stderr = b""
         deadline = time.monotonic() + LONG
         while b"serving MCP over HTTP at " not in self.stderr:

@@ -27,15 +27,13 @@ import selectors
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
-from wire import REPO_ROOT, base_env, has_traceback, modern_meta
+from wire import has_traceback, modern_meta, spawn_http_server
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -53,15 +51,7 @@ class Served:
     """`mcpsync serve --http 127.0.0.1:0 ARGS...` as a child, its stderr drained by a thread."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=base_env(),
-            cwd=str(REPO_ROOT),
-            start_new_session=True,
-        )
+        self.proc = spawn_http_server(*args)
         self._stderr = bytearray()
         self._lock = threading.Lock()
         self._listening = threading.Event()

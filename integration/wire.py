@@ -70,6 +70,20 @@ def base_env(extra_pythonpath: Iterable[str] = (), **overrides: str) -> dict[str
     return env
 
 
+def spawn_http_server(*args: str, stdout: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    """`mcpsync serve --http 127.0.0.1:0 ARGS...` as a child in a session of its own (so a kill
+    reaches its whole group), stderr piped: it names the URL once the port is bound."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        env=base_env(),
+        cwd=str(REPO_ROOT),
+        start_new_session=True,
+    )
+
+
 def modern_meta(**extra: Any) -> dict[str, Any]:
     """The 2026-07-28 `_meta` envelope, plus any extra keys given verbatim (e.g. progressToken)."""
     meta: dict[str, Any] = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}

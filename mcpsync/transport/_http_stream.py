@@ -142,6 +142,11 @@ class Channel:
             self._cond.notify_all()
             return item
 
+    def wait(self, timeout: float) -> None:
+        """Until an item is there or the channel closes, at most `timeout` seconds; takes nothing."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._items or self._closed, max(0.0, timeout))
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -303,35 +308,23 @@ class SseBody:
         self._on_close = on_close
         self._finished = False
         self._closed = False
-        self._quiet_until = time.monotonic() + keepalive  # when a keep-alive comment is due (take)
+        self._quiet_until = time.monotonic() + keepalive  # when a keep-alive comment is due
 
     def __iter__(self) -> SseBody:
         return self
 
     def __next__(self) -> bytes:
-        if self._pending is not None:  # sent at once, so the client has the headers without waiting
-            chunk, self._pending = self._pending, None
-            return chunk
-        while not self._finished:
-            wait = self._keepalive
-            if self._deadline is not None:
-                wait = min(wait, self._deadline - time.monotonic())
-            item = self._channel.get(wait)
-            if isinstance(item, Final):
-                self._finished = True
-                if item.frame is not None:
-                    return sse_event(item.frame)
-            elif item is CLOSED:
-                self._finished = True
-            elif item is TIMEOUT:
-                if self._deadline is None or time.monotonic() < self._deadline:
-                    return KEEPALIVE
-                self._deadline = None
-                if self._on_deadline is not None:
-                    self._on_deadline()
-            else:
-                return sse_event(item)
-        raise StopIteration
+        """Under any WSGI server: `take`, waiting on the channel while nothing is due."""
+        while True:
+            now = time.monotonic()
+            piece = self.take(now)
+            if piece is not None:
+                return piece
+            self._channel.wait(self._due() - now)
+
+    def _due(self) -> float:
+        """When `take` has something anyway: the next keep-alive, or the request's deadline."""
+        return self._quiet_until if self._deadline is None else min(self._quiet_until, self._deadline)
 
     # -- without a thread: mcpsync's own server parks the stream between pieces (`Parkable`) ------
     def take(self, now: float) -> bytes | None:
@@ -370,7 +363,7 @@ class SseBody:
         next keep-alive, or the request's deadline). 0.0: something is there already."""
         if self._finished or not self._channel.on_ready(wake):
             return 0.0
-        return self._quiet_until if self._deadline is None else min(self._quiet_until, self._deadline)
+        return self._due()
 
     def close(self) -> None:
         if self._closed:

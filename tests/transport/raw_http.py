@@ -1,4 +1,5 @@
-"""Raw HTTP/1.1 over real sockets, for the tests of `WsgiServer`'s refusals, deadlines and fuzzing.
+"""Raw HTTP/1.1 over real sockets, for the tests of `WsgiServer` (its behaviour, refusals, deadlines
+and fuzzing).
 
 `RawClient` writes exact bytes and parses what comes back by hand; `Servers` starts `WsgiServer`s
 (the loop on a thread of ours), stops and closes them, and checks that no `mcpsync-http-*` thread
@@ -22,13 +23,14 @@ from .._timeouts import LONG
 
 @dataclass
 class Reply:
-    """One parsed response: its status, head and body."""
+    """One parsed response: its status, head and body, and the chunks as framed when chunked."""
 
     status: int
     reason: str
     headers: list[tuple[str, str]]
     raw_head: bytes = b""
     body: bytes = b""
+    chunks: list[bytes] | None = None
 
     def all(self, name: str) -> list[str]:
         return [value for key, value in self.headers if key.lower() == name.lower()]
@@ -43,7 +45,7 @@ class Reply:
         return any("close" in value.lower() for value in self.all("Connection"))
 
 
-class Closed(Exception):
+class Closed(EOFError):
     """The server closed (or reset) the connection before a whole response came."""
 
 
@@ -120,16 +122,54 @@ class RawClient:
             headers.append((name, value.strip()))
         return Reply(int(code), reason, headers, raw_head=raw)
 
+    def read_chunk(self) -> bytes:
+        """One chunk's data; b"" for the last chunk (whose empty trailer is read too)."""
+        size_line = self.read_until(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            assert self.read_until(b"\r\n") == b"\r\n", "unexpected trailer"
+            return b""
+        data = self.read_exact(size)
+        assert self.read_exact(2) == b"\r\n", "chunk not followed by CRLF"
+        return data
+
     def read_response(self, *, head_request: bool = False) -> Reply:
-        """One response framed by Content-Length (or, with no length, by the close); chunked
-        responses are not expected here."""
+        """One response framed by Content-Length, chunks, or (with neither) the close."""
         reply = self.read_head()
         if head_request or reply.status in (204, 304) or reply.status < 200:
             return reply
-        assert reply.header("Transfer-Encoding") is None, f"unexpected chunked response: {reply.raw_head!r}"
+        coding = reply.header("Transfer-Encoding")
         length = reply.header("Content-Length")
-        reply.body = self.read_exact(int(length)) if length is not None else self.read_to_eof()
+        if coding is not None:
+            assert coding.lower() == "chunked" and length is None
+            reply.chunks = []
+            while chunk := self.read_chunk():
+                reply.chunks.append(chunk)
+            reply.body = b"".join(reply.chunks)
+        else:
+            reply.body = self.read_exact(int(length)) if length is not None else self.read_to_eof()
         return reply
+
+    def expect_closed(self) -> None:
+        """The server closes the connection and sends nothing more (end of file, or a reset)."""
+        rest = self.read_to_eof()
+        assert rest == b"", f"more bytes before the close: {rest[:200]!r}"
+
+    def next_bytes(self) -> bytes:
+        """What one read returns now: b"" when the server has closed (end of file or reset)."""
+        if self.buffer:
+            return self.read_exact(len(self.buffer))
+        try:
+            return self.sock.recv(65536)
+        except ConnectionResetError:
+            return b""
+
+    def closed_or_next_response(self) -> Reply | None:
+        """None if the server closes the connection, else the next response (well-formed)."""
+        try:
+            return self.read_response()
+        except (EOFError, ConnectionResetError):
+            return None
 
     def read_to_eof(self) -> bytes:
         while self._more():
@@ -155,7 +195,7 @@ class Servers:
     """Starts servers (`serve()` on a thread of ours); stops and closes them all at the end."""
 
     running: list[tuple[WsgiServer, threading.Thread]] = field(default_factory=list)
-    clients: list[RawClient] = field(default_factory=list)
+    clients: list[Any] = field(default_factory=list)  # anything with close()
 
     def start(self, app: Callable[..., Iterable[bytes]], **options: Any) -> WsgiServer:
         server = WsgiServer(app, "127.0.0.1", 0, **options)
@@ -203,3 +243,7 @@ def request(
 
 def chunked(*parts: bytes, trailer: bytes = b"") -> bytes:
     return b"".join(b"%x\r\n%b\r\n" % (len(part), part) for part in parts) + b"0\r\n" + trailer + b"\r\n"
+
+
+def chunked_post(body: bytes, *, target: str = "/", headers: Iterable[tuple[str, str]] = ()) -> bytes:
+    return request("POST", target, headers=[("Transfer-Encoding", "chunked"), *headers]) + body

@@ -17,7 +17,6 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import pytest
@@ -25,210 +24,25 @@ import pytest
 from mcpsync.transport._wsgi_server import MAX_HEAD_BYTES, MAX_HEADERS, RESPOND_NOW, WsgiServer
 
 from .._timeouts import LONG
+from .raw_http import Servers, chunked, chunked_post, request
 
 pytestmark = pytest.mark.timeout(60)
 
 StartResponse = Callable[..., Any]
 
 
-# -- the client side ----------------------------------------------------------------------------------
-
-@dataclass
-class Reply:
-    """One parsed response: its head, its body, and the chunks as framed when chunked."""
-
-    status: int
-    reason: str
-    headers: list[tuple[str, str]]
-    body: bytes = b""
-    chunks: list[bytes] | None = None
-
-    def all(self, name: str) -> list[str]:
-        return [value for key, value in self.headers if key.lower() == name.lower()]
-
-    def header(self, name: str) -> str | None:
-        values = self.all(name)
-        assert len(values) <= 1, f"{name} sent {len(values)} times: {values}"
-        return values[0] if values else None
-
-
-class RawClient:
-    """A client socket that writes exact bytes and parses responses by hand."""
-
-    def __init__(self, port: int, timeout: float = LONG) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self._buffer = bytearray()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _more(self) -> bool:
-        data = self.sock.recv(65536)
-        if not data:
-            return False
-        self._buffer += data
-        return True
-
-    def read_until(self, marker: bytes) -> bytes:
-        while (at := self._buffer.find(marker)) < 0:
-            if not self._more():
-                raise EOFError(f"closed before {marker!r}; had {bytes(self._buffer)[:200]!r}")
-        end = at + len(marker)
-        data = bytes(self._buffer[:end])
-        del self._buffer[:end]
-        return data
-
-    def read_exact(self, size: int) -> bytes:
-        while len(self._buffer) < size:
-            if not self._more():
-                raise EOFError(f"closed after {len(self._buffer)} of {size} bytes")
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return data
-
-    def read_to_eof(self) -> bytes:
-        while self._more():
-            pass
-        data = bytes(self._buffer)
-        self._buffer.clear()
-        return data
-
-    def read_head(self) -> Reply:
-        head = self.read_until(b"\r\n\r\n")[:-4].decode("latin-1")
-        status_line, *lines = head.split("\r\n")
-        version, code, reason = status_line.split(" ", 2)
-        assert version == "HTTP/1.1", f"not a status line: {status_line!r}"
-        headers = []
-        for line in lines:
-            name, colon, value = line.partition(":")
-            assert colon and name == name.strip(), f"malformed header line {line!r}"
-            headers.append((name, value.strip()))
-        return Reply(int(code), reason, headers)
-
-    def read_chunk(self) -> bytes:
-        """One chunk's data; b"" for the last chunk (whose empty trailer is read too)."""
-        size_line = self.read_until(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            assert self.read_until(b"\r\n") == b"\r\n", "unexpected trailer"
-            return b""
-        data = self.read_exact(size)
-        assert self.read_exact(2) == b"\r\n", "chunk not followed by CRLF"
-        return data
-
-    def read_response(self, *, head_request: bool = False) -> Reply:
-        reply = self.read_head()
-        if head_request or reply.status in (204, 304) or reply.status < 200:
-            return reply
-        coding = reply.header("Transfer-Encoding")
-        length = reply.header("Content-Length")
-        if coding is not None:
-            assert coding.lower() == "chunked" and length is None
-            reply.chunks = []
-            while chunk := self.read_chunk():
-                reply.chunks.append(chunk)
-            reply.body = b"".join(reply.chunks)
-        elif length is not None:
-            reply.body = self.read_exact(int(length))
-        else:
-            reply.body = self.read_to_eof()
-        return reply
-
-    def expect_closed(self) -> None:
-        """The server closes the connection and sends nothing more (EOF, or a reset)."""
-        try:
-            rest = self.read_to_eof()
-        except ConnectionResetError:
-            rest = bytes(self._buffer)
-        assert rest == b"", f"more bytes before the close: {rest[:200]!r}"
-
-    def next_bytes(self) -> bytes:
-        """What one read returns now: b"" when the server has closed (end of file or reset)."""
-        if self._buffer:
-            return self.read_exact(len(self._buffer))
-        try:
-            return self.sock.recv(65536)
-        except ConnectionResetError:
-            return b""
-
-    def closed_or_next_response(self) -> Reply | None:
-        """None if the server closes the connection, else the next response (well-formed)."""
-        try:
-            return self.read_response()
-        except (EOFError, ConnectionResetError):
-            return None
-
-
-def request(
-    method: str = "GET",
-    target: str = "/",
-    *,
-    version: str = "HTTP/1.1",
-    headers: Iterable[tuple[str, str]] = (),
-    body: bytes = b"",
-    host: bool = True,
-) -> bytes:
-    headers = list(headers)
-    lines = [f"{method} {target} {version}"] + (["Host: test"] if host else [])
-    lines += [f"{name}: {value}" for name, value in headers]
-    framed = any(name.lower() in ("content-length", "transfer-encoding") for name, _ in headers)
-    if body and not framed:
-        lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-def chunked(*parts: bytes, trailer: bytes = b"") -> bytes:
-    return b"".join(b"%x\r\n%b\r\n" % (len(part), part) for part in parts) + b"0\r\n" + trailer + b"\r\n"
-
-
-def chunked_post(body: bytes, *, target: str = "/", headers: Iterable[tuple[str, str]] = ()) -> bytes:
-    return request("POST", target, headers=[("Transfer-Encoding", "chunked"), *headers]) + body
-
-
 # -- the server side ----------------------------------------------------------------------------------
 
-@dataclass
-class Harness:
-    """Starts servers (accept loop on a thread of ours) and clients; stops and closes them all."""
-
-    servers: list[tuple[WsgiServer, threading.Thread]] = field(default_factory=list)
-    clients: list[Any] = field(default_factory=list)
-
-    def start(self, app: Callable[..., Iterable[bytes]], **options: Any) -> WsgiServer:
-        server = WsgiServer(app, "127.0.0.1", 0, **options)
-        thread = threading.Thread(target=server.serve, name="test-http-loop")
-        thread.start()
-        self.servers.append((server, thread))
-        return server
+class Harness(Servers):
+    """`Servers`, and the connection of the standard library's client to one of them."""
 
     def accept_thread(self, server: WsgiServer) -> threading.Thread:
-        return next(thread for s, thread in self.servers if s is server)
-
-    def connect(self, server: WsgiServer, timeout: float = LONG) -> RawClient:
-        client = RawClient(server.port, timeout)
-        self.clients.append(client)
-        return client
+        return next(thread for s, thread in self.running if s is server)
 
     def http_client(self, server: WsgiServer) -> http.client.HTTPConnection:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=LONG)
         self.clients.append(connection)
         return connection
-
-    def close(self) -> None:
-        for client in self.clients:
-            client.close()
-        clean = []
-        for server, thread in self.servers:
-            clean.append(server.stop())
-            thread.join(LONG)
-            server.close()
-        assert all(clean), "stop() did not end every connection thread in time"
-        assert not [t.name for _, t in self.servers if t.is_alive()], "serve() did not return"
-        left = [t.name for t in threading.enumerate() if t.name.startswith("mcpsync-http-")]
-        assert not left, f"server threads left after stop(): {left}"
 
 
 @pytest.fixture
