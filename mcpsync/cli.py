@@ -105,7 +105,7 @@ def cli() -> None:
     "allowed_origins",
     multiple=True,
     metavar="ORIGIN",
-    help="HTTP: a browser Origin let in besides local ones (https://app.example.com, or *). Repeatable.",
+    help="HTTP: a browser Origin let in besides local ones, and answered CORS so its pages may call the endpoint (https://app.example.com, or *). Repeatable.",
 )
 @click.option(
     "--threads",

@@ -66,6 +66,7 @@ from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
+from ._http_cors import Cors
 from ._http_headers import ToolHeaderPlans, check_routing_headers
 from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
 from ._http_rules import (
@@ -118,7 +119,8 @@ class WsgiTransport:
             "name:port", "*" for any). Requests from loopback addresses must name one of them;
             when the list is given, every request must.
         allowed_origins: `Origin` values let in besides loopback and same-origin ones
-            ("https://app.example.com", or "*").
+            ("https://app.example.com", or "*"); web pages from these origins also get CORS
+            answers (`_http_cors`), so they may call the endpoint from a browser.
         max_body_bytes: the largest request body (larger: 413).
         request_timeout: seconds a request may run before it is cancelled and answered -32603.
         keepalive: seconds of silence before an SSE comment; also how long an answer may take
@@ -166,6 +168,7 @@ class WsgiTransport:
         self._fallback = fallback
         self._allowed_hosts = normalize_hosts(allowed_hosts)
         self._allowed_origins = normalize_origins(allowed_origins)
+        self._cors = Cors(self._allowed_origins) if self._allowed_origins else None
         self._max_body = max_body_bytes
         self._request_timeout = request_timeout
         self._keepalive = keepalive
@@ -199,6 +202,10 @@ class WsgiTransport:
             if self._fallback is not None:
                 return self._fallback(environ, start_response)
             return empty_reply(start_response, 404)
+        cors = self._cors
+        allow_origin = None if cors is None else cors.allow_origin(environ)
+        if allow_origin is not None:
+            start_response = Cors.wrap(start_response, allow_origin)
         try:
             refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
             if refusal is not None:
@@ -213,6 +220,11 @@ class WsgiTransport:
                 return self._get(environ, start_response)
             if method == "DELETE":
                 return self._delete(environ, start_response)
+            if Cors.is_preflight(environ):
+                if allow_origin is None:
+                    raise _Refused(403, f"Forbidden: CORS is not allowed for Origin {header(environ, 'Origin')!r} (see allowed_origins)")
+                start_response(status_line(204), Cors.preflight_headers(environ))
+                return []
             raise _Refused(405, f"Method Not Allowed: {method}", allow="GET, POST, DELETE")
         except _Refused as refused:
             extra = [("Allow", refused.allow)] if refused.allow else []
