@@ -287,12 +287,13 @@ def test_the_official_sdk_client_over_http(mode: str, peers_python: str, bounded
 
 
 def test_the_same_app_under_gunicorn_with_several_workers() -> None:
-    """2026-07-28 requests are stateless, so any worker process serves any of them. (A short
-    keep-alive: gunicorn's graceful stop waits for open streams, and a closed listen is noticed at
-    the next keep-alive comment.)"""
+    """2026-07-28 requests are stateless, so any worker process serves any of them, and CORS is
+    answered there as under mcpsync's own server. (A short keep-alive: gunicorn's graceful stop
+    waits for open streams, and a closed listen is noticed at the next keep-alive comment.)"""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--chdir", str(FIXTURES), "-k", "gthread", "--workers", "2", "--threads", "8",
-         "--bind", "127.0.0.1:0", "--graceful-timeout", "5", "http_app:wsgi(keepalive=0.2)"],
+         "--bind", "127.0.0.1:0", "--graceful-timeout", "5",
+         "http_app:wsgi(keepalive=0.2, allowed_origins=['https://app.example.com'])"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=base_env(), start_new_session=True,
     )
     log = b""
@@ -312,6 +313,18 @@ def test_the_same_app_under_gunicorn_with_several_workers() -> None:
             assert progress == [1, 2, 3]
             with session.listen(tools=True) as listener:
                 assert listener.accepted == {"toolsListChanged": True, "promptsListChanged": True}
+        parts = urlsplit(url)
+        browser = http.client.HTTPConnection(parts.hostname, parts.port, timeout=LONG)
+        browser.request("OPTIONS", "/mcp", headers={"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+                                                    "Access-Control-Request-Headers": "content-type, mcp-method"})
+        preflight = browser.getresponse()
+        preflight.read()
+        assert (preflight.status, preflight.getheader("Access-Control-Allow-Origin")) == (204, "https://app.example.com")
+        assert preflight.getheader("Access-Control-Allow-Headers") == "content-type, mcp-method"
+        browser.close()
+        answer = modern_post(url, "tools/list", headers={"Origin": "https://app.example.com"})
+        answer.read()
+        assert (answer.status, answer.getheader("Access-Control-Allow-Origin")) == (200, "https://app.example.com")
         proc.send_signal(signal.SIGTERM)
         _, rest = proc.communicate(timeout=LONG)
         log += rest
