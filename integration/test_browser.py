@@ -8,7 +8,7 @@ origin (every request the client makes is preflighted: it sends JSON and MCP hea
 counts is the browser's own verdict; the headers it saw (recorded by the driver) are checked too,
 and quoted on a failure:
 
-- with `--allow-origin http://127.0.0.1:PAGE_PORT`, in both eras the client speaks (the
+- with `--allow-origin http://127.0.0.1:PAGE_PORT` (or `*`), in both eras the client speaks (the
   2025-11-25 handshake, and 2026-07-28 negotiated with server/discover): connect, list the tools,
   call `echo`, read a resource. In 2025-11-25 the client must have read the exposed Mcp-Session-Id
   and ends the session with a DELETE; in 2026-07-28 it calls a tool with an `Mcp-Param-Region`
@@ -217,9 +217,11 @@ def explain(out: dict[str, Any], server: McpServer | None = None) -> str:
 
 # -- an allowed origin: the page works, in both eras ------------------------------------------------
 
+@pytest.mark.parametrize("allowed", ["the page's origin", "*"])
 @pytest.mark.parametrize("era", [HANDSHAKE_VERSION, MODERN_VERSION])
-def test_a_page_from_an_allowed_origin_calls_the_server(era, bounded, peers_browser, page_server, mcp_server) -> None:
-    server = mcp_server("--allow-origin", page_server.origin)
+def test_a_page_from_an_allowed_origin_calls_the_server(era, allowed, bounded, peers_browser, page_server, mcp_server) -> None:
+    allow_origin = "*" if allowed == "*" else page_server.origin
+    server = mcp_server("--allow-origin", allow_origin)
     if era == MODERN_VERSION:
         page_server.on_listening = lambda: add_tool_over_http(server.url)
     out = open_page(bounded, peers_browser, page_server.page_url(server.url, era))
@@ -248,7 +250,8 @@ def test_a_page_from_an_allowed_origin_calls_the_server(era, bounded, peers_brow
     # What the browser showed the page: the answers came with the origin's CORS headers.
     assert answers, explain(out)
     for answer in answers:
-        assert answer["headers"].get("access-control-allow-origin") == page_server.origin, explain(out)
+        assert answer["headers"].get("access-control-allow-origin") == allow_origin, explain(out)
+        assert "access-control-allow-credentials" not in answer["headers"], explain(out)
     assert not [line for line in out["console"] if "CORS" in line], explain(out)
 
 
