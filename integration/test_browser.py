@@ -173,7 +173,7 @@ def page_server(peers_browser: Path) -> Iterator[PageServer]:
 
 def open_page(bounded: Callable[..., Any], peers_browser: Path, url: str) -> dict[str, Any]:
     """Run the driver on `url`: what the page reported, with the browser's console and network."""
-    done = bounded(["node", str(DRIVER), str(peers_browser), CHROMIUM, url, str(PAGE_TIMEOUT_MS)],
+    done = bounded([str(peers_browser / "node"), str(DRIVER), str(peers_browser), CHROMIUM, url, str(PAGE_TIMEOUT_MS)],
                    timeout=DRIVER_TIMEOUT, cwd=REPO_ROOT)
     lines = done.stdout.strip().splitlines()
     try:
