@@ -27,23 +27,21 @@ import http.client
 import http.server
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit
 
 import pytest
-from wire import FIXTURES, HANDSHAKE_VERSION, MODERN_VERSION, REPO_ROOT, modern_meta, spawn_http_server
+from wire import FIXTURES, HANDSHAKE_VERSION, MODERN_VERSION, REPO_ROOT, modern_meta, read_serving_url, spawn_http_server
 
 pytestmark = pytest.mark.timeout(120)
 
 LONG = 20.0 if os.environ.get("CI") else 10.0
-APP = FIXTURES / "browser_app.py"
+APP = FIXTURES / "http_app.py"
 DRIVER = Path(__file__).parent / "browser" / "driver.mjs"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"  # as scripts/peers-browser
 PAGE_TIMEOUT_MS = 30_000  # the driver's wait for the page's verdict
@@ -74,20 +72,15 @@ def peers_browser(bounded: Callable[..., Any]) -> Path:
 
 
 class McpServer:
-    """`mcpsync serve --http 127.0.0.1:0 browser_app.py ARGS...`; `.url` once it listens."""
+    """`mcpsync serve --http 127.0.0.1:0 http_app.py ARGS...`; `.url` once it listens."""
 
     def __init__(self, *args: str) -> None:
         self.proc = spawn_http_server(str(APP), *args)
-        self.stderr = b""
-        deadline = time.monotonic() + LONG
-        while b"serving MCP over HTTP at " not in self.stderr:
-            ready, _, _ = select.select([self.proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(self.proc.stderr.fileno(), 4096) if ready else b""
-            if not chunk:
-                self.stop()
-                pytest.fail(f"the server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
-            self.stderr += chunk
-        self.url = self.stderr.split(b"serving MCP over HTTP at ", 1)[1].split()[0].decode()
+        url, self.stderr = read_serving_url(self.proc, LONG)
+        if url is None:
+            self.stop()
+            pytest.fail(f"the server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
+        self.url = url
 
     def stop(self) -> str:
         """Kill its process group; all it wrote on stderr."""

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import pytest
-from wire import FIXTURES, REPO_ROOT, base_env, has_traceback, modern_meta, spawn_http_server
+from wire import FIXTURES, REPO_ROOT, base_env, has_traceback, modern_meta, read_serving_url, spawn_http_server
 
 import mcpsync
 from mcpsync import Context, Server, Service
@@ -45,17 +45,11 @@ class HttpServerProcess:
 
     def __init__(self, *args: str) -> None:
         self.proc = spawn_http_server(*args, stdout=subprocess.PIPE)
-        self.stderr = b""
-        deadline = time.monotonic() + LONG
-        while b"serving MCP over HTTP at " not in self.stderr:
-            remaining = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stderr], [], [], max(0.0, remaining))
-            chunk = os.read(self.proc.stderr.fileno(), 4096) if ready else b""
-            if not chunk:
-                self.kill()
-                pytest.fail(f"the server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
-            self.stderr += chunk
-        self.url = self.stderr.split(b"serving MCP over HTTP at ", 1)[1].split()[0].decode()
+        url, self.stderr = read_serving_url(self.proc, LONG)
+        if url is None:
+            self.kill()
+            pytest.fail(f"the server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
+        self.url = url
 
     def wait_for_stderr(self, marker: bytes) -> None:
         """Read stderr until `marker` appears in it (within LONG): a tool's sign that it runs."""

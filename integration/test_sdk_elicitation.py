@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from wire import FIXTURES, base_env, has_traceback
+from wire import FIXTURES, has_traceback, read_serving_url, spawn_http_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,24 +62,12 @@ class HttpServer:
     """`python -m mcpsync serve --http 127.0.0.1:0 asking_app.py` as a child; `.url` once it listens."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", str(APP)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=base_env(),
-            start_new_session=True,
-        )
-        self.stderr = b""
-        deadline = time.monotonic() + LONG
-        while b"serving MCP over HTTP at " not in self.stderr:
-            ready, _, _ = select.select([self.proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(self.proc.stderr.fileno(), 4096) if ready else b""
-            if not chunk:
-                self.stop()
-                pytest.fail(f"the HTTP server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
-            self.stderr += chunk
-        self.url = self.stderr.split(b"serving MCP over HTTP at ", 1)[1].split()[0].decode()
+        self.proc = spawn_http_server(str(APP))
+        url, self.stderr = read_serving_url(self.proc, LONG)
+        if url is None:
+            self.stop()
+            pytest.fail(f"the HTTP server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
+        self.url = url
 
     def stop(self) -> str:
         """SIGTERM (SIGKILL if it lingers); all of its stderr."""

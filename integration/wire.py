@@ -16,6 +16,7 @@ import collections
 import json
 import os
 import queue
+import select
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,24 @@ def spawn_http_server(*args: str, stdout: int = subprocess.DEVNULL) -> subproces
         cwd=str(REPO_ROOT),
         start_new_session=True,
     )
+
+
+READY = b"serving MCP over HTTP at "
+
+
+def read_serving_url(proc: subprocess.Popen[bytes], within: float) -> tuple[str | None, bytes]:
+    """Read a `serve --http` child's stderr until it names its URL, for at most `within` seconds:
+    (the URL, or None if the child ended or said nothing in time; all of stderr read so far)."""
+    assert proc.stderr is not None
+    stderr = b""
+    deadline = time.monotonic() + within
+    while READY not in stderr or b"\n" not in stderr.split(READY, 1)[1]:
+        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(proc.stderr.fileno(), 4096) if ready else b""
+        if not chunk:
+            return None, stderr
+        stderr += chunk
+    return stderr.split(READY, 1)[1].split()[0].decode(), stderr
 
 
 def modern_meta(**extra: Any) -> dict[str, Any]:
