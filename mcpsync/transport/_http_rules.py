@@ -22,8 +22,9 @@ an `Origin`, when present, must be a loopback origin, the same origin as `Host`,
 
 from __future__ import annotations
 
+import functools
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,27 +63,54 @@ def route(message: Message, version_header: str | None) -> Era:
 
 def header(environ: Mapping[str, Any], name: str) -> str | None:
     """One request header, its surrounding whitespace removed, or None."""
-    key = name.upper().replace("-", "_")
-    value = environ.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key)
+    value = environ.get(_environ_key(name))
     return None if value is None else str(value).strip(" \t")
 
 
-def headers(environ: Mapping[str, Any]) -> dict[str, str]:
-    """Every request header by lower-case name (as `Mcp-Method` → `mcp-method`)."""
-    found = {key[5:].replace("_", "-").lower(): str(value).strip(" \t") for key, value in environ.items() if key.startswith("HTTP_")}
-    for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-        if environ.get(key):
-            found[key.replace("_", "-").lower()] = str(environ[key]).strip(" \t")
-    return found
+@functools.lru_cache(maxsize=64)
+def _environ_key(name: str) -> str:
+    """The environ's name for a header (`Mcp-Method` -> `HTTP_MCP_METHOD`): the code asks for a
+    few names, once per request each. (A memo of a pure function, bounded: no state that any
+    caller can see.)"""
+    key = name.upper().replace("-", "_")
+    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
+
+
+class Headers(Mapping[str, str]):
+    """The request's headers by name, in any case (`headers["mcp-method"]`), read from the
+    environ only when asked: a request's checks look up a few of them, so nothing is copied."""
+
+    __slots__ = ("_environ",)
+
+    def __init__(self, environ: Mapping[str, Any]) -> None:
+        self._environ = environ
+
+    def __getitem__(self, name: str) -> str:
+        value = header(self._environ, name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        for key in self._environ:
+            if key.startswith("HTTP_"):
+                yield key[5:].replace("_", "-").lower()
+            elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and self._environ[key]:
+                yield key.replace("_", "-").lower()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def media_type(value: str | None) -> str:
     return (value or "").split(";", 1)[0].strip().lower()
 
 
+@functools.lru_cache(maxsize=64)
 def accepts(accept: str | None) -> tuple[bool, bool]:
     """Whether an `Accept` header allows (application/json, text/event-stream). Wildcards count,
-    `q=0` refuses; no header at all accepts everything (RFC 9110 §12.5.1)."""
+    `q=0` refuses; no header at all accepts everything (RFC 9110 §12.5.1). Cached: a client sends
+    the same value with every request."""
     if accept is None:
         return True, True
     json = sse = False

@@ -70,10 +70,10 @@ from ._http_cors import Cors
 from ._http_headers import ToolHeaderPlans, check_routing_headers
 from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
 from ._http_rules import (
+    Headers,
     accepts,
     error_status,
     header,
-    headers,
     media_type,
     normalize_hosts,
     normalize_origins,
@@ -252,7 +252,7 @@ class WsgiTransport:
         if era is Era.MODERN:
             session = Session()
             session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
-            found = headers(environ)
+            found = Headers(environ)
             exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
             return self._run(environ, start_response, exchange, session, Era.MODERN, check)

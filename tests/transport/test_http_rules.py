@@ -20,7 +20,7 @@ from mcpsync.protocol.jsonrpc import McpError, Request
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, Envelope, Era
 from mcpsync.protocol.param_headers import invalid_annotation, param_headers
 from mcpsync.transport._http_headers import check_routing_headers, decode_value
-from mcpsync.transport._http_rules import accepts, error_status, headers, rebinding_refusal, route
+from mcpsync.transport._http_rules import Headers, accepts, error_status, rebinding_refusal, route
 from mcpsync.transport._http_sessions import SessionTable
 from mcpsync.transport._http_stream import Exchange
 from mcpsync.protocol import jsonrpc
@@ -217,7 +217,8 @@ def test_invalid_x_mcp_header_annotations(schema: dict[str, Any]) -> None:
 
 
 def test_header_values_lose_surrounding_whitespace() -> None:
-    assert headers({"HTTP_MCP_NAME": "  weather  ", "CONTENT_TYPE": "application/json"}) == {"mcp-name": "weather", "content-type": "application/json"}
+    assert dict(Headers({"HTTP_MCP_NAME": "  weather  ", "CONTENT_TYPE": "application/json", "PATH_INFO": "/"})) == {"mcp-name": "weather", "content-type": "application/json"}
+    assert Headers({"HTTP_MCP_NAME": "weather"}).get("Mcp-Name") == "weather"  # any case
 
 
 # -- the application, called directly -------------------------------------------------------------------
