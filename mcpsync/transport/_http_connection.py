@@ -98,13 +98,8 @@ class Connection:
             self._state = _BUSY
             return True
 
-    def on_ready(self) -> None:
-        """The poller reported it (loop thread)."""
-        if self._claim():
-            self._submit()
-
-    def on_due(self) -> None:
-        """Its deadline passed (loop thread)."""
+    def take_turn(self) -> None:
+        """The poller reported it, or its deadline passed (loop thread): a worker steps it."""
         if self._claim():
             self._submit()
 
@@ -122,10 +117,6 @@ class Connection:
     def _submit(self) -> None:
         if not self._server.submit(self._step):
             self._close()  # the pool is closed: the server is stopping
-
-    @property
-    def busy(self) -> bool:
-        return self._state == _BUSY
 
     def close_if_waiting(self, *, streams: bool) -> None:
         """stop(): close it now unless a worker holds it, or (unless `streams`) it is a stream's,
@@ -335,8 +326,7 @@ class Connection:
         now = time.monotonic()
         self._flush(now)
         if self._peer_closed():
-            self._end_stream()
-            self._close()
+            self._close()  # which closes the stream's body too
             return False
         while not stream.ended and len(self._out) < HIGH_WATER:
             self._wake_pending = False

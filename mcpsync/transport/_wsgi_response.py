@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from ..errors import McpsyncError
 
@@ -57,7 +57,6 @@ class Writer(Protocol):
     def date_header(self) -> bytes: ...
 
 
-@runtime_checkable
 class Parkable(Protocol):
     """A WSGI body that can wait for its next piece without a thread (`_http_stream.SseBody`):
     the server calls `take` while it returns pieces, then `park`, and `take` again once woken or
@@ -227,27 +226,20 @@ class Response:
         if isinstance(result, list) and len(result) <= 1 and not self.started:  # the common case: one send
             head = self._head()
             data = self._frame(result[0]) if result else b""
-            self._send(head + data + self._ending())
+            self._send(head + data + self.ending())
             return
         for chunk in result:
-            if not chunk:
-                continue
-            if not self.started:
-                self._send(self._head() + self._frame(chunk))
-            else:
-                self._send(self._frame(chunk))
+            if chunk:
+                self._send(self.frame(chunk))
         if not self.started:
             self._send(self._head())
-        ending = self._ending()
+        ending = self.ending()
         if ending:
             self._send(ending)
 
     def ending(self) -> bytes:
-        """What ends the body: the chunked terminator, or nothing."""
-        return self._ending()
-
-    def _ending(self) -> bytes:
-        """The chunked terminator; and a body shorter than its Content-Length ends the connection."""
+        """What ends the body: the chunked terminator, or nothing; and a body shorter than its
+        Content-Length ends the connection."""
         if self._length is not None and self._sent < self._length and not self._head_only:
             log.error("the WSGI application sent %d of its Content-Length %d for %s; closing the connection", self._sent, self._length, self._what)
             self.keep_alive = False
@@ -255,7 +247,7 @@ class Response:
 
 
 def _check_sendable(status: str, headers: list[tuple[str, str]]) -> None:
-    text = status.join(name + value for name, value in headers) + status
+    text = status + "".join(name + value for name, value in headers)
     if "\r" in text or "\n" in text or "\0" in text:
         raise BadResponse(f"the status or a header holds CR, LF or NUL: {status!r}")
 

@@ -193,7 +193,7 @@ class WsgiServer:
                         continue
                     connection = self._connections.get(fd)
                     if connection is not None:
-                        connection.on_ready()
+                        connection.take_turn()
                     elif fd in self._lingering:
                         self._drop_lingering_input(fd)
                 self._start_lingers()
@@ -208,7 +208,8 @@ class WsgiServer:
     def _next_wait(self) -> float:
         with self._timer_lock:
             due = [self._timers[0][0]] if self._timers else []
-            due += [until for _, until in self._lingering.values()][:1] if self._lingering else []
+            if self._lingering:  # in the order they began, each for LINGER: the first ends first
+                due.append(next(iter(self._lingering.values()))[1])
             now = time.monotonic()
             self._sleep_until = min(due, default=now + IDLE_WAKE)
             return min(IDLE_WAKE, max(0.0, self._sleep_until - now))
@@ -227,10 +228,11 @@ class WsgiServer:
             if deadline is not None and deadline > now:
                 self.schedule(connection, deadline)  # pushed back since this timer was set
             else:
-                connection.on_due()
+                connection.take_turn()
         for fd, (_, until) in list(self._lingering.items()):
-            if until <= now:
-                self._end_lingering(fd)
+            if until > now:
+                break  # the rest began later
+            self._end_lingering(fd)
 
     def _accept(self) -> None:
         for _ in range(_ACCEPT_BURST):
