@@ -1,0 +1,121 @@
+"""Who made a request: the `Principal` a token verifier answers, and the verifier protocol.
+
+Strategy: the HTTP layer asks one question, "who holds this token?", through a one-method protocol
+(`TokenVerifier.verify`), so JWT access tokens, RFC 7662 introspection and a file of static tokens
+are interchangeable answers and an application can bring its own. A verifier says "valid" with a
+`Principal`, "not valid" with None, or why not by raising `InvalidToken` (its text goes to the
+client as the challenge's `error_description`, so it is short and never quotes the token); it
+raises `VerifierUnavailable` when it cannot tell now (its keys or its introspection endpoint are out
+of reach), which the endpoint answers 503 rather than sending a client with a good token to log in
+again.
+
+A `Principal` is immutable and carries the token's claims read-only. Its `key` (issuer, subject,
+client) is what a handshake-era session and a sealed `requestState` are bound to: a refreshed
+token of the same caller keeps both, another caller's token opens neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import McpsyncError
+
+__all__ = [
+    "InvalidToken",
+    "Principal",
+    "TokenVerifier",
+    "VerifierUnavailable",
+    "principal_from_claims",
+    "scopes_from_claims",
+]
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller a valid access token stands for, as tools, prompts, resources (`ctx.principal`)
+    and interceptors (`call.principal`) see it."""
+
+    subject: str | None
+    """Whom the token was issued for: its `sub` (introspection: `sub`, else `username`)."""
+    client_id: str | None = None
+    """The OAuth client that holds it: `client_id`, else `azp`, else `cid`."""
+    scopes: frozenset[str] = frozenset()
+    """What it may do: the token's scopes (with those they imply, see `Auth(scope_implies=...)`)."""
+    issuer: str | None = None
+    """The authorization server that issued it (`iss`)."""
+    expires_at: float | None = None
+    """When it expires (`exp`), in seconds since the epoch."""
+    claims: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Everything the token (or the introspection answer) said, read-only."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scopes, frozenset):
+            object.__setattr__(self, "scopes", frozenset(self.scopes))
+        if not isinstance(self.claims, MappingProxyType):
+            object.__setattr__(self, "claims", MappingProxyType(dict(self.claims)))
+
+    @property
+    def key(self) -> str:
+        """The caller's identity, stable across token refreshes: issuer, subject and client. A
+        session or a `requestState` made for one key is refused to any other."""
+        return "\x00".join(part or "" for part in (self.issuer, self.subject, self.client_id))
+
+    def has_scopes(self, needed: Iterable[str]) -> bool:
+        """Whether this principal holds every scope in `needed`."""
+        return self.scopes.issuperset(needed)
+
+
+@runtime_checkable
+class TokenVerifier(Protocol):
+    """Checks a bearer token: a `Principal` if it is valid, None if not.
+
+    May raise `InvalidToken` to say why a token is refused, or `VerifierUnavailable` when it cannot
+    check now. Called on the thread serving the request, from many threads at once: it must be
+    thread-safe, and any wait in it must be bounded (the request waits for it).
+    """
+
+    def verify(self, token: str) -> Principal | None: ...
+
+
+class InvalidToken(McpsyncError):
+    """The token is not valid; the message says why in a few words ("the token has expired"). It
+    reaches the client as `error_description`: never put the token or a key in it."""
+
+
+class VerifierUnavailable(McpsyncError):
+    """Tokens cannot be checked now (the signing keys or the introspection endpoint are out of
+    reach); the endpoint answers 503 with `Retry-After`, and the client's token is not blamed."""
+
+
+def scopes_from_claims(claims: Mapping[str, Any]) -> frozenset[str]:
+    """The scopes a token grants: `scope` (RFC 8693 / RFC 9068: one space-separated string), else
+    `scp` (a list, or a string, as some providers write it)."""
+    value = claims.get("scope")
+    if value is None:
+        value = claims.get("scp")
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, (list, tuple)):
+        return frozenset(item for item in value if isinstance(item, str))
+    return frozenset()
+
+
+def principal_from_claims(claims: Mapping[str, Any]) -> Principal:
+    """A `Principal` from a JWT's claims or an introspection answer (RFC 7662 uses the same names)."""
+    subject = _text(claims.get("sub")) or _text(claims.get("username"))
+    client_id = _text(claims.get("client_id")) or _text(claims.get("azp")) or _text(claims.get("cid"))
+    expires = claims.get("exp")
+    return Principal(
+        subject=subject,
+        client_id=client_id,
+        scopes=scopes_from_claims(claims),
+        issuer=_text(claims.get("iss")),
+        expires_at=float(expires) if isinstance(expires, (int, float)) and not isinstance(expires, bool) else None,
+        claims=claims,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
