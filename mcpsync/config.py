@@ -17,9 +17,21 @@ Strategy: two formats are read into one `GatewayConfig`. mcpsync's own TOML::
     url = "http://127.0.0.1:8000/mcp"
     headers = { Authorization = "Bearer ..." }
 
+    [auth]                    # serve --http only: bearer tokens checked as an OAuth resource server
+    resource = "https://mcp.example.com/mcp"       # this endpoint's URL: the tokens' audience
+    issuer = "https://login.example.com"
+    jwks_url = "https://login.example.com/.well-known/jwks.json"   # or introspection_url, or token_file
+    scopes = ["mcp:tools"]                         # also: authorization_servers (default [issuer])
+
 and the `mcpServers` JSON of Claude Desktop, Cursor and VS Code (`{"mcpServers": {NAME: {"command":
 ..., "args": [...], "env": {...}} | {"url": ..., "headers": {...}}}}`, VS Code's `"servers"` too).
 Every problem is a `ConfigError` naming the file, the line (when it can be found) and the key.
+
+`[auth]` holds what the `--auth-*` options of `serve` say (an option overrides its key): a relative
+`token_file` is read from the config file's directory, as the file is meant to travel with it; the
+introspection client's id and secret are never read from a file (they come from the environment,
+MCPSYNC_AUTH_CLIENT_ID and MCPSYNC_AUTH_CLIENT_SECRET). The mcpServers JSON has no auth: it
+describes servers to start or reach, not how to protect this one.
 """
 
 from __future__ import annotations
@@ -28,15 +40,22 @@ import json
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import McpsyncError
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
 _UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport"}
 MODES = ("auto", "legacy", "modern")
+AUTH_SOURCES = ("jwks_url", "introspection_url", "token_file")
+"""The `[auth]` keys naming how tokens are checked: a table (with its options) gives exactly one."""
+_AUTH_URLS = ("resource", "issuer", "jwks_url", "introspection_url")
+_AUTH_LISTS = ("authorization_servers", "scopes")
+_AUTH_KEYS = (*_AUTH_URLS, "token_file", *_AUTH_LISTS)
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 section 3.3
 
 
 class ConfigError(McpsyncError, ValueError):
@@ -60,11 +79,60 @@ class UpstreamConfig:
 
 
 @dataclass
+class AuthConfig:
+    """How `serve --http` checks bearer tokens: the `[auth]` table, or the `--auth-*` options.
+
+    An empty key is not given; `authorization_servers` defaults to `[issuer]` when it is built
+    (not here, so that an `--auth-issuer` option moves that default with it)."""
+
+    resource: str | None = None
+    issuer: str | None = None
+    jwks_url: str | None = None
+    introspection_url: str | None = None
+    token_file: str | None = None
+    authorization_servers: list[str] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)
+
+    def merged(self, over: AuthConfig) -> AuthConfig:
+        """These settings with each key that `over` gives replacing this one's: the command line
+        over the config file, key by key (a list replaces a list: it does not add to it)."""
+        return AuthConfig(**{f.name: getattr(over, f.name) or getattr(self, f.name) for f in fields(self)})
+
+    def sources(self) -> list[str]:
+        """The keys of `AUTH_SOURCES` given: how tokens would be checked (one, when all is well)."""
+        return [key for key in AUTH_SOURCES if getattr(self, key)]
+
+
+@dataclass
 class GatewayConfig:
     path: str
     server: dict[str, Any] = field(default_factory=dict)
     services: list[str] = field(default_factory=list)
     upstreams: list[UpstreamConfig] = field(default_factory=list)
+    auth: AuthConfig | None = None
+    """The `[auth]` table (None when there is none)."""
+
+
+def url_problem(value: str) -> str | None:
+    """What is wrong with an auth URL (None: nothing). OAuth sends tokens and metadata over HTTP(S)
+    and names a resource or an issuer by an absolute URL with no fragment (RFC 8707, RFC 8414)."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # a bracketed host that is not an IPv6 address
+        parts = urlsplit("")
+    if not value.startswith(("http://", "https://")) or not parts.netloc:
+        return "must be an http:// or https:// URL"
+    if "#" in value:
+        return "must not have a #fragment"
+    return None
+
+
+def scope_problem(value: str) -> str | None:
+    """What is wrong with a scope (None: nothing): one RFC 6749 scope-token, no space or quote,
+    since a token's scopes travel as one space-separated string."""
+    if not _SCOPE_TOKEN.fullmatch(value):
+        return f"{value!r} is not a scope (printable ASCII, no spaces, quotes or backslashes)"
+    return None
 
 
 def parse_roots(value: Any) -> tuple[dict[str, str], ...]:
@@ -150,9 +218,9 @@ class _Reader:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{self.path}: not valid TOML: {exc}") from None
         config = GatewayConfig(self.path)
-        unknown = set(data) - {"server", "upstreams", "services"}
+        unknown = set(data) - {"server", "upstreams", "services", "auth"}
         if unknown:
-            raise self.fail(sorted(unknown)[0], "unknown section (expected server, services, upstreams)")
+            raise self.fail(sorted(unknown)[0], "unknown section (expected server, services, upstreams, auth)")
         server = data.get("server", {})
         if not isinstance(server, dict):
             raise self.fail("server", "must be a table")
@@ -169,7 +237,44 @@ class _Reader:
         if not isinstance(upstreams, dict):
             raise self.fail("upstreams", "must be a table of named upstreams")
         config.upstreams = [self.upstream(name, spec, f"upstreams.{name}") for name, spec in upstreams.items()]
+        if "auth" in data:
+            config.auth = self.auth(data["auth"])
         return config
+
+    def auth(self, table: Any) -> AuthConfig:
+        """The `[auth]` table. Only at most one verifier source can be told here: what else each
+        source needs (an issuer, a resource) may still come from the command line."""
+        if not isinstance(table, dict):
+            raise self.fail("auth", "must be a table")
+        auth = AuthConfig()
+        for key, value in table.items():
+            where = f"auth.{key}"
+            if key in ("client_id", "client_secret"):
+                raise self.fail(where, f"not read from a file: set MCPSYNC_AUTH_{key.upper()} in the environment", "auth")
+            if key not in _AUTH_KEYS:
+                raise self.fail(where, f"unknown auth setting (expected one of {', '.join(_AUTH_KEYS)})", "auth")
+            if key in _AUTH_LISTS:
+                setattr(auth, key, self._auth_list(key, value))
+            elif not isinstance(value, str) or not value.strip():
+                raise self.fail(where, "must be a non-empty string", "auth")
+            elif key in _AUTH_URLS and (problem := url_problem(value)):
+                raise self.fail(where, problem, "auth")
+            else:
+                setattr(auth, key, value)
+        if auth.token_file:
+            auth.token_file = str(Path(self.path).parent / Path(auth.token_file).expanduser())
+        if len(sources := auth.sources()) > 1:
+            raise self.fail(f"auth.{sources[1]}", f"give one way to check tokens, not both {sources[0]} and {sources[1]}", "auth")
+        return auth
+
+    def _auth_list(self, key: str, value: Any) -> list[str]:
+        """`authorization_servers` (URLs) or `scopes` (scope tokens), each checked."""
+        items = self._strings(value, f"auth.{key}", "auth")
+        check = url_problem if key == "authorization_servers" else scope_problem
+        for item in items:
+            if problem := check(item):
+                raise self.fail(f"auth.{key}", f"{item!r}: {problem}" if key == "authorization_servers" else problem, "auth")
+        return items
 
     # -- mcpServers JSON -------------------------------------------------------------------------
     def json(self) -> GatewayConfig:

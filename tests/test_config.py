@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpsync.config import ConfigError, GatewayConfig, UpstreamConfig, load_config, upstream_from_argument
+import mcpsync.config
+from mcpsync.config import AuthConfig, ConfigError, GatewayConfig, UpstreamConfig, load_config, upstream_from_argument
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -105,6 +106,72 @@ def test_toml_defaults_and_a_command_string_with_args(tmp_path: Path) -> None:
     [upstream] = config.upstreams
     assert upstream == UpstreamConfig(name="everything", command=["npx", "-y", "@modelcontextprotocol/server-everything"])
     assert (upstream.prefix, upstream.allow, upstream.deny, upstream.mode, upstream.timeout) == ("", None, [], "auto", 60.0)
+
+
+def test_the_toml_of_the_module_docstring_is_read_whole(tmp_path: Path) -> None:
+    """What config.py's docstring shows a user is a file this reader takes."""
+    doc = mcpsync.config.__doc__ or ""
+    example = doc.split("::\n", 1)[1].split("\nand the `mcpServers`", 1)[0]
+    config = load_config(write(tmp_path, "gateway.toml", example))
+    assert [upstream.name for upstream in config.upstreams] == ["files", "remote"]
+    assert config.auth == AuthConfig(
+        resource="https://mcp.example.com/mcp",
+        issuer="https://login.example.com",
+        jwks_url="https://login.example.com/.well-known/jwks.json",
+        scopes=["mcp:tools"],
+    )
+
+
+def test_an_auth_table_is_read_with_its_token_file_next_to_the_config(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    path = write(tmp_path / "etc", "gateway.toml", """
+        [auth]
+        resource = "http://127.0.0.1:8000/mcp"
+        issuer = "https://login.example.com/realms/mcp"
+        token_file = "tokens.txt"
+        authorization_servers = ["https://login.example.com/realms/mcp", "https://other.example.com"]
+        scopes = ["mcp:tools", "files:read"]
+    """)
+    assert load_config(path).auth == AuthConfig(
+        resource="http://127.0.0.1:8000/mcp",
+        issuer="https://login.example.com/realms/mcp",
+        token_file=str(tmp_path / "etc" / "tokens.txt"),
+        authorization_servers=["https://login.example.com/realms/mcp", "https://other.example.com"],
+        scopes=["mcp:tools", "files:read"],
+    )
+
+
+def test_an_absolute_token_file_is_kept_and_an_introspection_table_read(tmp_path: Path) -> None:
+    path = write(tmp_path, "gw.toml", """
+        [auth]
+        introspection_url = "https://login.example.com/introspect"
+        resource = "https://mcp.example.com/mcp"
+    """)
+    assert load_config(path).auth == AuthConfig(introspection_url="https://login.example.com/introspect", resource="https://mcp.example.com/mcp")
+    absolute = write(tmp_path, "static.toml", '[auth]\ntoken_file = "/srv/mcp/tokens"\n')
+    assert load_config(absolute).auth == AuthConfig(token_file="/srv/mcp/tokens")
+
+
+def test_no_auth_table_is_no_auth_and_an_empty_one_is_an_empty_auth(tmp_path: Path) -> None:
+    """An empty table still says "protect the endpoint": serve then asks how tokens are checked."""
+    assert load_config(write(tmp_path, "a.toml", "[server]\nname = 'gw'\n")).auth is None
+    assert load_config(write(tmp_path, "b.toml", "[auth]\n")).auth == AuthConfig()
+
+
+def test_the_mcpservers_json_has_no_auth(tmp_path: Path) -> None:
+    """It describes servers to start or reach, not how this one is protected: a stray "auth" key
+    there is ignored like VS Code's "inputs"."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"a": {"command": "a"}}, "auth": {"token_file": "t"}}), encoding="utf-8")
+    assert load_config(path).auth is None
+
+
+def test_auth_options_override_the_table_key_by_key() -> None:
+    table = AuthConfig(resource="https://a/mcp", issuer="https://as", jwks_url="https://as/jwks", scopes=["x", "y"])
+    over = AuthConfig(resource="https://b/mcp", scopes=["z"])
+    assert table.merged(over) == AuthConfig(resource="https://b/mcp", issuer="https://as", jwks_url="https://as/jwks", scopes=["z"])
+    assert table.merged(AuthConfig()) == table
+    assert AuthConfig(token_file="t").merged(over).sources() == ["token_file"]
 
 
 def test_an_empty_toml_file_is_an_empty_gateway(tmp_path: Path) -> None:
@@ -209,6 +276,24 @@ BAD_TOML = [
     ('server = "gw"\n', 1, "server", "must be a table"),
     ('upstreams = ["x"]\n', 1, "upstreams", "must be a table of named upstreams"),
     ('[upstreams]\nfiles = 3\n', 2, "upstreams.files", "must be a table/object"),
+    ('auth = "jwt"\n', 1, "auth", "must be a table"),
+    ('[auth]\nresource = "https://h/mcp"\naudience = "x"\n', 3, "auth.audience", "unknown auth setting"),
+    ('[auth]\nintrospection_url = "https://h/i"\nclient_secret = "s3cret"\n', 3, "auth.client_secret", "set MCPSYNC_AUTH_CLIENT_SECRET in the environment"),
+    ('[auth]\nclient_id = "mcp"\n', 2, "auth.client_id", "set MCPSYNC_AUTH_CLIENT_ID in the environment"),
+    ("[auth]\nresource = 8000\n", 2, "auth.resource", "must be a non-empty string"),
+    ('[auth]\nissuer = ""\n', 2, "auth.issuer", "must be a non-empty string"),
+    ("[auth]\ntoken_file = true\n", 2, "auth.token_file", "must be a non-empty string"),
+    ('[auth]\njwks_url = "ftp://h/jwks"\n', 2, "auth.jwks_url", "must be an http:// or https:// URL"),
+    ('[auth]\nissuer = "login.example.com"\n', 2, "auth.issuer", "must be an http:// or https:// URL"),
+    ('[auth]\nintrospection_url = "https://"\n', 2, "auth.introspection_url", "must be an http:// or https:// URL"),
+    ('[auth]\nresource = "https://h/mcp#tools"\n', 2, "auth.resource", "must not have a #fragment"),
+    ('[auth]\nauthorization_servers = "https://as"\n', 2, "auth.authorization_servers", "must be a list of strings"),
+    ('[auth]\nauthorization_servers = ["https://as", "as.example.com"]\n', 2, "auth.authorization_servers", "'as.example.com': must be an http"),
+    ('[auth]\nscopes = "mcp:tools"\n', 2, "auth.scopes", "must be a list of strings"),
+    ('[auth]\nscopes = ["mcp:tools files:read"]\n', 2, "auth.scopes", "'mcp:tools files:read' is not a scope"),
+    ('[auth]\nscopes = [""]\n', 2, "auth.scopes", "is not a scope"),
+    ('[auth]\njwks_url = "https://as/jwks"\ntoken_file = "t"\n', 3, "auth.token_file", "not both jwks_url and token_file"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\n\n[auth]\nresource = "https://h/mcp"\nurl = "x"\n', 6, "auth.url", "unknown auth setting"),
 ]
 
 
@@ -240,6 +325,14 @@ def test_a_bad_toml_table_names_the_line_of_its_header(tmp_path: Path, text: str
     message = str(raised.value)
     assert problem in message, message
     assert message.startswith(f"{path}:{line}: {key}: "), message
+
+
+def test_a_secret_in_the_auth_table_is_refused_without_being_repeated(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.toml"
+    path.write_text('[auth]\nclient_secret = "hunter2-s3cret"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert "hunter2" not in str(raised.value)
 
 
 def test_toml_that_does_not_parse_names_the_file_and_line(tmp_path: Path) -> None:
