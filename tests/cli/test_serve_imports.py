@@ -17,8 +17,14 @@ import pytest
 from ._serving import serve_initialize_on_a_pipe
 
 # Needed by some requests only (a tools/call to check arguments against a schema), or by some
-# command lines only: --upstream/--config, --http, a client command.
+# command lines only: --upstream/--config, --http, a client command, --auth-* (each verifier, and
+# PyJWT with cryptography, the optional extra, only for the one chosen).
 ONLY_WHEN_ASKED = (
+    "mcpsync.auth.jwt",
+    "mcpsync.auth.introspection",
+    "mcpsync.auth.static",
+    "jwt",
+    "cryptography",
     "jsonschema",
     "mcpsync.gateway",
     "mcpsync.client",
