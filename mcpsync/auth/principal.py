@@ -16,21 +16,28 @@ token of the same caller keeps both, another caller's token opens neither.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import McpsyncError
+from ..protocol.jsonrpc import ErrorCode, McpError
 
 __all__ = [
+    "InsufficientScope",
     "InvalidToken",
     "Principal",
     "TokenVerifier",
     "VerifierUnavailable",
+    "checked_scopes",
     "principal_from_claims",
     "scopes_from_claims",
 ]
+
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+"""RFC 6749 section 3.3: a scope is printable ASCII without space, quote or backslash."""
 
 @dataclass(frozen=True, slots=True)
 class Principal:
@@ -119,3 +126,26 @@ def principal_from_claims(claims: Mapping[str, Any]) -> Principal:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+class InsufficientScope(McpError):
+    """The caller's token lacks the scopes an entry (a tool, prompt or resource) needs: the HTTP
+    endpoint answers 403 with an `insufficient_scope` challenge naming them, so the client can
+    re-authorize with them (step-up)."""
+
+    def __init__(self, scopes: Iterable[str], what: str) -> None:
+        self.scopes = tuple(sorted(scopes))
+        self.description = f"{what} needs the scope(s) {' '.join(self.scopes)}"
+        super().__init__(ErrorCode.INVALID_REQUEST, f"Forbidden: {self.description}", {"error": "insufficient_scope", "scopes": list(self.scopes)})
+
+
+def checked_scopes(scopes: Iterable[str], what: str) -> tuple[str, ...]:
+    """`scopes` in order without repeats, each checked to be a scope token; a typo in a scope would
+    refuse every caller, so it fails here, naming `what`."""
+    if isinstance(scopes, str):
+        raise TypeError(f"{what} must be a list of scopes, not one string ({scopes!r})")
+    checked = tuple(dict.fromkeys(scopes))
+    for scope in checked:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
+            raise ValueError(f"{what}: {scope!r} is not a valid scope (printable ASCII, no spaces, quotes or backslashes)")
+    return checked

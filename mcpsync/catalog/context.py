@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..auth.principal import Principal
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import McpError
 from ..protocol.versions import LOG_LEVEL_RANK, Era
@@ -78,6 +79,8 @@ class Context:
         protocol_version: the negotiated (handshake) or requested (2026-07-28) version, if known.
         client_info: what the client said about itself, if anything.
         client_capabilities: the capabilities the client declared for this request or connection.
+        principal: who made the request (subject, client id, scopes, claims), on an HTTP endpoint
+            protected by `Auth`; None on stdio and on an open endpoint.
     """
 
     def __init__(
@@ -98,8 +101,10 @@ class Context:
         state: Any = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         seal: Callable[[dict[str, Any], Any], str] | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self.request_id = request_id
+        self.principal = principal
         self.era = era
         self.protocol_version = protocol_version
         self.client_info = client_info

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from ..auth.principal import checked_scopes
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
 from .context import Context
@@ -94,11 +95,14 @@ class Tool:
         annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         requires: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         self.requires = requires or {}
         """Client capabilities this tool needs, e.g. `{"elicitation": {}}`; calls without them fail."""
+        self.scopes = frozenset(checked_scopes(scopes, f"tool {self.name!r}: scopes"))
+        """OAuth scopes a caller's token needs to see and call it (see `Auth`); none: every caller."""
         self._shape: FunctionShape | None = None
         if input_schema is None:
             self._shape = describe_function(fn, context_type=Context, passthrough_types=_PASSTHROUGH)
@@ -220,9 +224,12 @@ class Prompt:
         title: str | None = None,
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.scopes = frozenset(checked_scopes(scopes, f"prompt {self.name!r}: scopes"))
+        """OAuth scopes a caller's token needs to see and get it (see `Auth`)."""
         self._shape = describe_function(fn, context_type=Context)
         self._positional_only = _has_positional_only(fn)
         schema = self._shape.input_schema
@@ -311,9 +318,13 @@ class _FunctionResource:
     """What a resource and a resource template share: the function behind them and how they are
     described (name from the function, description from its docstring unless given)."""
 
-    def __init__(self, fn: Callable[..., Any], name: str | None, title: str | None, description: str | None, mime_type: str | None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], name: str | None, title: str | None, description: str | None, mime_type: str | None, scopes: Iterable[str]
+    ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.scopes = frozenset(checked_scopes(scopes, f"resource {self.name!r}: scopes"))
+        """OAuth scopes a caller's token needs to see and read it (see `Auth`)."""
         self.title = title
         self.description = description if description is not None else (fn.__doc__ and fn.__doc__.strip()) or None
         self.mime_type = mime_type
@@ -340,8 +351,9 @@ class Resource(_FunctionResource):
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
-        super().__init__(fn, name, title, description, mime_type)
+        super().__init__(fn, name, title, description, mime_type, scopes)
         self.uri = uri
 
     def definition(self) -> dict[str, Any]:
@@ -364,8 +376,9 @@ class ResourceTemplate(_FunctionResource):
         description: str | None = None,
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        scopes: Iterable[str] = (),
     ) -> None:
-        super().__init__(fn, name, title, description, mime_type)
+        super().__init__(fn, name, title, description, mime_type, scopes)
         self.uri_template = uri_template
         self.variables = tuple(match.group(2) for match in _TEMPLATE_VAR.finditer(uri_template))
         self._pattern = template_pattern(uri_template)
@@ -467,6 +480,7 @@ class Service:
         annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         requires: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -481,6 +495,7 @@ class Service:
         annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         requires: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> F | Callable[[F], F]:
         """Register a function as a tool: `@service.tool` or `@service.tool(name=..., ...)`.
 
@@ -498,6 +513,7 @@ class Service:
                 annotations=annotations,
                 meta=meta,
                 requires=requires,
+                scopes=scopes,
             )
             self.add_tool(tool)
             return func
@@ -516,6 +532,7 @@ class Service:
         title: str | None = None,
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]: ...
 
     def prompt(
@@ -526,11 +543,12 @@ class Service:
         title: str | None = None,
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        scopes: Iterable[str] = (),
     ) -> F | Callable[[F], F]:
         """Register a function as a prompt: `@service.prompt` or `@service.prompt(complete={...})`;
         the keywords are those of `Prompt`."""
         def register(func: F) -> F:
-            self.add_prompt(Prompt(func, name=name, title=title, description=description, complete=complete))
+            self.add_prompt(Prompt(func, name=name, title=title, description=description, complete=complete, scopes=scopes))
             return func
 
         return register(fn) if fn is not None else register
@@ -544,17 +562,20 @@ class Service:
         description: str | None = None,
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register a function as a resource; a URI with `{variables}` makes it a template (and
         only a template has variables to `complete`). The keywords are those of `Resource` and
         `ResourceTemplate`."""
         def register(func: F) -> F:
             if _TEMPLATE_VAR.search(uri):
-                self.add_template(ResourceTemplate(func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete))
+                self.add_template(
+                    ResourceTemplate(func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete, scopes=scopes)
+                )
             else:
                 if complete is not None:
                     raise TypeError(f"resource {uri!r} has no template variables to complete")
-                self.add_resource(Resource(func, uri, name=name, title=title, description=description, mime_type=mime_type))
+                self.add_resource(Resource(func, uri, name=name, title=title, description=description, mime_type=mime_type, scopes=scopes))
             return func
 
         return register

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..auth.principal import Principal
 from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
@@ -158,12 +159,13 @@ class Engine:
         transport: TransportInfo,
         deliver: Callable[[Outcome], None],
         header_check: HeaderCheck | None = None,
+        principal: Principal | None = None,
     ) -> None:
         """`execute`, with the final outcome handed to `deliver`: here and now, or later on the
         thread that resolves a `Deferred` one. Never raises: reaching the guard is an engine bug,
         logged and delivered as -32603 (every transport's workers run requests this way)."""
         try:
-            outcome = self.execute(request, session, exchange, transport, header_check)
+            outcome = self.execute(request, session, exchange, transport, header_check, principal)
         except Exception:
             log.exception("engine failed on %s", request.method)
             outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
@@ -183,11 +185,15 @@ class Engine:
         exchange: Any,
         transport: TransportInfo,
         header_check: HeaderCheck | None = None,
+        principal: Principal | None = None,
     ) -> Outcome:
+        """The outcome of one request. `principal`: who made it, when the transport authenticated
+        it (the HTTP endpoint with `Auth`); entries that need scopes it lacks are hidden from it."""
         try:
             call = self._classify(request, session, exchange, transport, header_check)
         except McpError as exc:
             return Failure(exc)
+        call.principal = principal
         return self._run(call)
 
     # -- era and envelope ------------------------------------------------------------------------
@@ -309,19 +315,21 @@ class Engine:
     def _finish(self, call: Call, result: dict[str, Any]) -> Success:
         if call.era is Era.MODERN:
             retry = "inputResponses" in call.params or "requestState" in call.params
-            return Success(self.dress_modern(call.method, result, cacheable=not retry), Era.MODERN)
+            return Success(self.dress_modern(call.method, result, cacheable=not retry, private=call.principal is not None), Era.MODERN)
         claims = Era.HANDSHAKE if call.method == "initialize" else None
         return Success(result, claims)
 
-    def dress_modern(self, method: str, result: dict[str, Any], *, cacheable: bool = True) -> dict[str, Any]:
+    def dress_modern(self, method: str, result: dict[str, Any], *, cacheable: bool = True, private: bool = False) -> dict[str, Any]:
         """A copy of `result` with what every 2026-07-28 result carries: resultType, serverInfo,
-        cache hints (not for `input_required`, nor for the result of a multi round-trip retry).
-        (A copy, so a result an interceptor caches never leaks into another era.)"""
+        cache hints (not for `input_required`, nor for the result of a multi round-trip retry;
+        `cacheScope` "private" whatever the setting when `private`: an authenticated caller's
+        lists are its own). (A copy, so a result an interceptor caches never leaks into another
+        era.)"""
         result = {**result}
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
         result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {META_SERVER_INFO: self.server_info}
         if cacheable and method in CACHEABLE_METHODS and result["resultType"] == "complete":
             result.setdefault("ttlMs", self.ttl_ms)
-            result.setdefault("cacheScope", self.cache_scope)
+            result.setdefault("cacheScope", "private" if private else self.cache_scope)
         return result

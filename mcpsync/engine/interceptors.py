@@ -18,6 +18,7 @@ from ..protocol.jsonrpc import Request
 from ..protocol.versions import Envelope, Era
 
 if TYPE_CHECKING:
+    from ..auth.principal import Principal
     from ..catalog.context import Context
     from .outcome import Outcome
     from .session import Session
@@ -29,10 +30,17 @@ class Call:
     (A plain class: `method` and `params` are copied from the request once, not looked up
     through properties by every layer that reads them.)"""
 
-    __slots__ = ("request", "session", "era", "envelope", "transport", "exchange", "method", "params")
+    __slots__ = ("request", "session", "era", "envelope", "transport", "exchange", "principal", "method", "params")
 
     def __init__(
-        self, request: Request, session: Session, era: Era, envelope: Envelope | None, transport: TransportInfo, exchange: Any
+        self,
+        request: Request,
+        session: Session,
+        era: Era,
+        envelope: Envelope | None,
+        transport: TransportInfo,
+        exchange: Any,
+        principal: Principal | None = None,
     ) -> None:
         self.request = request
         self.session = session
@@ -40,6 +48,8 @@ class Call:
         self.envelope = envelope
         self.transport = transport
         self.exchange: Any = exchange  # the transport's per-request channel (notify, cancel_event)
+        self.principal = principal
+        """Who made the request, on an endpoint with `Auth`; None on stdio and open endpoints."""
         self.method: str = request.method
         self.params: dict[str, Any] = request.params
 

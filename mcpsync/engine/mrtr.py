@@ -50,7 +50,7 @@ def prepare(sealer: RequestStateSealer, call: Call) -> tuple[dict[str, Any], Any
     answers: dict[str, Any] = {}
     state = None
     if "requestState" in params:
-        sealed = sealer.open(params["requestState"], call.method, params)
+        sealed = sealer.open(params["requestState"], call.method, params, principal=_principal_key(call))
         answers.update(sealed.answers)
         state = sealed.app_state
     if "inputResponses" in params:
@@ -91,4 +91,10 @@ def sealer_for(sealer: RequestStateSealer, call: Call) -> Callable[[dict[str, An
     """What seals this request's next `requestState` (None where input_required is not allowed)."""
     if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
         return None
-    return lambda answers, state: sealer.seal(call.method, call.params, answers, state)
+    principal = _principal_key(call)
+    return lambda answers, state: sealer.seal(call.method, call.params, answers, state, principal=principal)
+
+
+def _principal_key(call: Call) -> str | None:
+    """Who a `requestState` is sealed for: it opens only for the same caller (`Principal.key`)."""
+    return call.principal.key if call.principal is not None else None

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from ..auth.principal import InsufficientScope
 from ..catalog.catalog import paginate
 from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.context import AskCancelled, ClientRefused, Context
@@ -88,12 +89,28 @@ def listen(served: Served, call: Call) -> Subscribed:
     uris = requested.get("resourceSubscriptions")
     if uris is not None and (not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris)):
         raise invalid_params("subscriptions/listen: notifications.resourceSubscriptions must be a list of strings")
+    _require_readable(served, call, uris or [])
     return Subscribed(call.request.id, accepted_filter(requested, server_capabilities(served, call)))
 
 
 def subscribe_resource(served: Served, call: Call) -> dict[str, Any]:
-    call.session.subscribe_resource(_require_uri(call))
+    uri = _require_uri(call)
+    _require_readable(served, call, [uri])
+    call.session.subscribe_resource(uri)
     return {}
+
+
+def _require_readable(served: Served, call: Call, uris: list[str]) -> None:
+    """Watching a resource's updates needs the scopes reading it does (all of them, in one refusal)."""
+    if call.principal is None:
+        return
+    needed: set[str] = set()
+    for uri in uris:
+        found = served.catalog.find_resource(uri)
+        if found is not None:
+            needed |= found[0].scopes
+    if not call.principal.scopes.issuperset(needed):
+        raise InsufficientScope(needed, "watching " + ", ".join(repr(uri) for uri in uris))
 
 
 def unsubscribe_resource(served: Served, call: Call) -> dict[str, Any]:
@@ -197,16 +214,43 @@ def make_context(served: Served, call: Call) -> Context:
         state=state,
         ask_timeout=served.ask_timeout,
         seal=mrtr.sealer_for(served.request_states, call),
+        principal=call.principal,
     )
 
 
 # -- tools ----------------------------------------------------------------------------------------
 
-def _visible_tools(served: Served) -> tuple[Tool, ...]:
+def _visible_tools(served: Served, call: Call) -> tuple[Tool, ...]:
     tools = served.catalog.list_tools()
-    if served.tool_filter is None:
-        return tools
-    return tuple(tool for tool in tools if served.tool_filter(tool))
+    if served.tool_filter is not None:
+        tools = tuple(tool for tool in tools if served.tool_filter(tool))
+    return _permitted(call, tools)
+
+
+# -- scopes: what an authenticated caller may see and use ------------------------------------------
+
+class Scoped(Protocol):
+    @property
+    def scopes(self) -> frozenset[str]: ...
+
+
+E = TypeVar("E", bound=Scoped)
+
+
+def _permitted(call: Call, entries: tuple[E, ...]) -> tuple[E, ...]:
+    """The entries the caller's token has the scopes for (all of them without `Auth`)."""
+    principal = call.principal
+    if principal is None:
+        return entries
+    return tuple(entry for entry in entries if principal.scopes.issuperset(entry.scopes))
+
+
+def _require_scopes(call: Call, entry: Scoped, what: str) -> None:
+    """Refuse (403 `insufficient_scope` over HTTP) an entry whose scopes the token lacks: it is not
+    listed to this caller, and calling it names the scopes, so the client can step up."""
+    principal = call.principal
+    if principal is not None and not principal.scopes.issuperset(entry.scopes):
+        raise InsufficientScope(entry.scopes, what)
 
 
 def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
@@ -230,7 +274,7 @@ def _page(served: Served, call: Call, entries: tuple[Any, ...], key: str, descri
 
 def list_tools(served: Served, call: Call) -> dict[str, Any]:
     version = call.protocol_version
-    return _page(served, call, _visible_tools(served), "tools", lambda tool: _tool_definition(tool, version))
+    return _page(served, call, _visible_tools(served, call), "tools", lambda tool: _tool_definition(tool, version))
 
 
 def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
@@ -245,6 +289,7 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     tool = served.catalog.find_tool(name)
     if tool is None or not served.visible(tool):
         raise invalid_params(f"Unknown tool: {name}", {"name": name})
+    _require_scopes(call, tool, f"tool '{name}'")
     refused = _refused_arguments(tool, arguments)
     if refused is not None:
         return refused
@@ -373,7 +418,7 @@ def _asking_failed(what: str, exc: Exception) -> McpError:
 # -- prompts --------------------------------------------------------------------------------------
 
 def list_prompts(served: Served, call: Call) -> dict[str, Any]:
-    return _page(served, call, served.catalog.list_prompts(), "prompts", lambda prompt: prompt.definition())
+    return _page(served, call, _permitted(call, served.catalog.list_prompts()), "prompts", lambda prompt: prompt.definition())
 
 
 def get_prompt(served: Served, call: Call) -> dict[str, Any]:
@@ -386,6 +431,7 @@ def get_prompt(served: Served, call: Call) -> dict[str, Any]:
     prompt = served.catalog.find_prompt(name)
     if prompt is None:
         raise invalid_params(f"Unknown prompt: {name}", {"name": name})
+    _require_scopes(call, prompt, f"prompt '{name}'")
     ctx = make_context(served, call)
     try:
         return mrtr.answering(call, ctx, lambda: prompt.get(arguments, ctx))
@@ -401,11 +447,11 @@ def get_prompt(served: Served, call: Call) -> dict[str, Any]:
 # -- resources ------------------------------------------------------------------------------------
 
 def list_resources(served: Served, call: Call) -> dict[str, Any]:
-    return _page(served, call, served.catalog.list_resources(), "resources", lambda resource: resource.definition())
+    return _page(served, call, _permitted(call, served.catalog.list_resources()), "resources", lambda resource: resource.definition())
 
 
 def list_resource_templates(served: Served, call: Call) -> dict[str, Any]:
-    return _page(served, call, served.catalog.list_templates(), "resourceTemplates", lambda template: template.definition())
+    return _page(served, call, _permitted(call, served.catalog.list_templates()), "resourceTemplates", lambda template: template.definition())
 
 
 def read_resource(served: Served, call: Call) -> dict[str, Any]:
@@ -416,6 +462,7 @@ def read_resource(served: Served, call: Call) -> dict[str, Any]:
     if found is None:
         raise resource_not_found(uri, modern=call.era is Era.MODERN)
     entry, variables = found
+    _require_scopes(call, entry, f"resource {uri!r}")
     ctx = make_context(served, call)
     try:
         contents = mrtr.answering(call, ctx, lambda: entry.read(uri, variables, ctx))
@@ -454,6 +501,7 @@ def complete(served: Served, call: Call) -> dict[str, Any]:
         entry = catalog.find_prompt(name) if isinstance(name, str) else None
         if entry is None:
             raise invalid_params(f"Unknown prompt: {ref.get('name')}")
+        _require_scopes(call, entry, f"prompt '{name}'")
     elif ref.get("type") == "ref/resource":
         uri = ref.get("uri")
         entry = catalog.find_template(uri) if isinstance(uri, str) else None
@@ -461,6 +509,7 @@ def complete(served: Served, call: Call) -> dict[str, Any]:
             if isinstance(uri, str) and catalog.find_resource(uri) is not None:
                 return completion_result(None, value, given)
             raise invalid_params(f"Unknown resource template: {uri}")
+        _require_scopes(call, entry, f"resource template {uri!r}")
     else:
         raise invalid_params("completion/complete: ref.type must be 'ref/prompt' or 'ref/resource'")
     completion: dict[str, Any] = entry.complete(arg_name, value, given)

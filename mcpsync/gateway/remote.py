@@ -70,6 +70,8 @@ class RemoteOptions:
 class RemoteTool:
     """A tool of an upstream, under the name the gateway exposes."""
 
+    scopes: frozenset[str] = frozenset()  # an upstream's entries need no scope of the gateway's own
+
     def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.upstream_name = definition["name"]
@@ -97,6 +99,8 @@ class RemoteTool:
 
 
 class RemotePrompt:
+    scopes: frozenset[str] = frozenset()
+
     def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.upstream_name = definition["name"]
@@ -116,6 +120,8 @@ class RemotePrompt:
 
 
 class RemoteResource:
+    scopes: frozenset[str] = frozenset()
+
     def __init__(self, source: RemoteSource, definition: dict[str, Any]) -> None:
         self.source = source
         self.uri = definition["uri"]
