@@ -41,6 +41,7 @@ from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
 if TYPE_CHECKING:
+    from .auth.resource import Auth
     from .gateway.remote import RemoteSource
     from .transport.http import WsgiTransport
     from .transport.http_serving import HttpServing
@@ -71,6 +72,9 @@ class Server:
             the environment variable MCPSYNC_REQUEST_STATE_SECRET.
         request_state_ttl: seconds a client has to retry with the answers (default 600).
         ask_timeout: seconds a handshake-era `ctx.elicit/sample/roots` waits for the client.
+        auth: protects every HTTP endpoint this server makes (`wsgi_app`, `start_http`,
+            `serve_http`): only requests with a valid bearer token are served (see `Auth`). stdio
+            is never protected: a stdio server takes its credentials from its environment.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class Server:
         request_state_secret: bytes | str | None = None,
         request_state_ttl: float = 600.0,
         ask_timeout: float = 300.0,
+        auth: Auth | None = None,
     ) -> None:
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -117,6 +122,8 @@ class Server:
         self.shutdown_timeout = shutdown_timeout
         self.drain_timeout = drain_timeout
         self.subscription_cap = subscription_cap
+        self.auth = auth
+        """The `Auth` of the HTTP endpoints made from now on (each may give its own)."""
         self._lock = threading.Lock()
         self._transports: list[Any] = []  # StdioServer, WsgiTransport, HttpServing
         self.catalog.add_listener(self._publish)
@@ -330,6 +337,7 @@ class Server:
         fallback: WsgiApp | None = None,
         allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
+        auth: Auth | None = None,
         max_streams: int = DEFAULT_MAX_STREAMS,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         keepalive: float = DEFAULT_KEEPALIVE,
@@ -344,10 +352,10 @@ class Server:
 
         Host it with any WSGI server that streams (cheroot, gunicorn's gthread workers, uWSGI,
         mod_wsgi), or mount it beside another WSGI app (`fallback=flask_app` serves every other
-        path). The keywords are those of `WsgiTransport`; `workers`, `max_body_bytes`,
-        `subscription_cap` and `shutdown_timeout` default (None) to this server's `workers`,
-        `max_frame_bytes`, `subscription_cap` and `shutdown_timeout`. The app stops with
-        `shutdown()`.
+        path). The keywords are those of `WsgiTransport`; `auth`, `workers`, `max_body_bytes`,
+        `subscription_cap` and `shutdown_timeout` default (None) to this server's `auth`,
+        `workers`, `max_frame_bytes`, `subscription_cap` and `shutdown_timeout`. The app stops
+        with `shutdown()`.
         """
         app = self._http_app(
             path,
@@ -355,6 +363,7 @@ class Server:
             fallback=fallback,
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
+            auth=auth,
             max_streams=max_streams,
             request_timeout=request_timeout,
             keepalive=keepalive,
@@ -380,6 +389,7 @@ class Server:
         fallback: WsgiApp | None = None,
         allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
+        auth: Auth | None = None,
         max_streams: int | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         keepalive: float = DEFAULT_KEEPALIVE,
@@ -410,6 +420,7 @@ class Server:
                 fallback=fallback,
                 allowed_hosts=allowed_hosts,
                 allowed_origins=allowed_origins,
+                auth=auth,
                 max_streams=streams,
                 request_timeout=request_timeout,
                 keepalive=keepalive,
@@ -434,6 +445,7 @@ class Server:
         fallback: WsgiApp | None = None,
         allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
+        auth: Auth | None = None,
         max_streams: int | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         keepalive: float = DEFAULT_KEEPALIVE,
@@ -457,6 +469,7 @@ class Server:
             fallback=fallback,
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
+            auth=auth,
             max_streams=max_streams,
             request_timeout=request_timeout,
             keepalive=keepalive,
@@ -505,6 +518,7 @@ class Server:
         fallback: WsgiApp | None,
         allowed_hosts: Iterable[str] | None,
         allowed_origins: Iterable[str] | None,
+        auth: Auth | None,
         max_streams: int,
         request_timeout: float,
         keepalive: float,
@@ -524,6 +538,7 @@ class Server:
             fallback=fallback,
             allowed_hosts=allowed_hosts,
             allowed_origins=allowed_origins,
+            auth=self.auth if auth is None else auth,
             max_body_bytes=self.max_frame_bytes if max_body_bytes is None else max_body_bytes,
             request_timeout=request_timeout,
             keepalive=keepalive,

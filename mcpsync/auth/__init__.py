@@ -1,5 +1,11 @@
-"""Authorization for the HTTP endpoint: mcpsync as an OAuth 2.1 resource server (see `resource`)."""
+"""Authorization for the HTTP endpoint: mcpsync as an OAuth 2.1 resource server.
 
-from .principal import InvalidToken, Principal, TokenVerifier, VerifierUnavailable
+`Auth` (in `resource`) protects an endpoint with a `TokenVerifier`: `JwtVerifier` (in `jwt`, needs
+the `mcpsync[auth]` extra), `IntrospectionVerifier` (`introspection`), `StaticTokens` (`static`),
+or your own. Importing this package imports none of them: only the one you use is loaded.
+"""
 
-__all__ = ["InvalidToken", "Principal", "TokenVerifier", "VerifierUnavailable"]
+from .principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
+from .resource import Auth, AuthRefusal
+
+__all__ = ["Auth", "AuthRefusal", "InsufficientScope", "InvalidToken", "Principal", "TokenVerifier", "VerifierUnavailable"]

@@ -10,7 +10,7 @@ read only up to the limit, so an oversized one costs at most the limit plus one 
 from __future__ import annotations
 
 import http
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.jsonrpc import ErrorCode, McpError
@@ -21,14 +21,17 @@ if TYPE_CHECKING:
 
 
 class _Refused(Exception):
-    """An HTTP-level refusal: `status`, with a JSON-RPC error body (code -32600 unless given)."""
+    """An HTTP-level refusal: `status`, with a JSON-RPC error body (code -32600 unless given) and
+    any `headers` it needs (`Allow` for a 405, `WWW-Authenticate` for a 401)."""
 
-    def __init__(self, status: int, message: str, request_id: Any = None, *, error: McpError | None = None, allow: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, request_id: Any = None, *, error: McpError | None = None, headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.error = error or McpError(ErrorCode.INVALID_REQUEST, message)
         self.request_id = request_id
-        self.allow = allow
+        self.headers = list(headers)
 
 
 def read_body(environ: dict[str, Any], max_body: int) -> bytes:

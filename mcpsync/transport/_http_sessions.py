@@ -74,6 +74,7 @@ class HttpSession:
         self.events = Channel(capacity)  # unsolicited notifications for the GET stream
         self.asks = PendingAsks()  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
+        self.principal_key: str | None = None  # who created it (`Principal.key`); only they may use it
         self.last_seen = now
         self._streaming = False
         self._on_streaming = on_streaming

@@ -65,6 +65,7 @@ class Final:
     frame: bytes | None
     status: int = 200
     claims: Any = None  # the era a successful result locks (initialize: the handshake era)
+    headers: tuple[tuple[str, str], ...] = ()  # beside Content-Type (a 403's WWW-Authenticate challenge)
 
 
 class Channel:

@@ -57,8 +57,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..auth.principal import InsufficientScope
+from ..auth.resource import AuthRefusal
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
@@ -97,7 +99,8 @@ from .stdio import DEFAULT_MAX_FRAME_BYTES
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
 
 if TYPE_CHECKING:
-    pass
+    from ..auth.principal import Principal
+    from ..auth.resource import Auth
 
 log = logging.getLogger("mcpsync")
 
@@ -106,6 +109,14 @@ HTTP = TransportInfo("http", supports_subscriptions=True, handshake_push=True)
 CHANNEL_CAPACITY = 256
 
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
+
+
+class _Caller(NamedTuple):
+    """Who sent a request, as its answer may need to say: the principal its token stands for, and
+    its environ (for the URL of a 403's challenge)."""
+
+    environ: dict[str, Any]
+    principal: Principal | None
 
 
 class WsgiTransport:
@@ -146,6 +157,7 @@ class WsgiTransport:
         fallback: WsgiApp | None = None,
         allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
+        auth: Auth | None = None,
         max_body_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         keepalive: float = DEFAULT_KEEPALIVE,
@@ -169,6 +181,8 @@ class WsgiTransport:
         self._allowed_hosts = normalize_hosts(allowed_hosts)
         self._allowed_origins = normalize_origins(allowed_origins)
         self._cors = Cors(self._allowed_origins) if self._allowed_origins else None
+        self._auth = auth
+        self._metadata_paths = auth.metadata_paths(self.path) if auth is not None else frozenset()
         self._max_body = max_body_bytes
         self._request_timeout = request_timeout
         self._keepalive = keepalive
@@ -198,7 +212,8 @@ class WsgiTransport:
 
     # -- WSGI ------------------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if normalize_path(environ.get("PATH_INFO", "")) != self.path:
+        path = normalize_path(environ.get("PATH_INFO", ""))
+        if path != self.path and path not in self._metadata_paths:
             if self._fallback is not None:
                 return self._fallback(environ, start_response)
             return empty_reply(start_response, 404)
@@ -211,26 +226,49 @@ class WsgiTransport:
             if refusal is not None:
                 log.warning("refused a request from %s: %s (see allowed_hosts / allowed_origins)", environ.get("REMOTE_ADDR"), refusal)
                 raise _Refused(403, f"Forbidden: {refusal}")
-            if self._closing:
-                raise _Refused(503, SHUTTING_DOWN)
             method = environ.get("REQUEST_METHOD", "GET").upper()
-            if method == "POST":
-                return self._post(environ, start_response)
-            if method == "GET":
-                return self._get(environ, start_response)
-            if method == "DELETE":
-                return self._delete(environ, start_response)
-            if Cors.is_preflight(environ):
+            if Cors.is_preflight(environ):  # before authentication: a browser's preflight carries no token
                 if allow_origin is None:
                     raise _Refused(403, f"Forbidden: CORS is not allowed for Origin {header(environ, 'Origin')!r} (see allowed_origins)")
                 start_response(status_line(204), Cors.preflight_headers(environ))
                 return []
-            raise _Refused(405, f"Method Not Allowed: {method}", allow="GET, POST, DELETE")
+            if path != self.path:
+                return self._metadata(environ, start_response, method)
+            if self._closing:
+                raise _Refused(503, SHUTTING_DOWN)
+            if method not in ("POST", "GET", "DELETE"):
+                raise _Refused(405, f"Method Not Allowed: {method}", headers=[("Allow", "GET, POST, DELETE")])
+            principal = self._authenticate(environ)
+            if method == "POST":
+                return self._post(environ, start_response, principal)
+            if method == "GET":
+                return self._get(environ, start_response, principal)
+            return self._delete(environ, start_response, principal)
         except _Refused as refused:
-            extra = [("Allow", refused.allow)] if refused.allow else []
-            return json_reply(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), extra)
+            return json_reply(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), refused.headers)
 
-    def _post(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    # -- authorization ---------------------------------------------------------------------------
+    def _authenticate(self, environ: dict[str, Any]) -> Principal | None:
+        """Who holds the request's token, before anything else of it is read; None without `Auth`."""
+        if self._auth is None:
+            return None
+        try:
+            return self._auth.authenticate(environ, self.path)
+        except AuthRefusal as refusal:
+            if refusal.status != 401 or "HTTP_AUTHORIZATION" in environ:  # a first request without a token is routine
+                log.info("refused a request from %s: %s", environ.get("REMOTE_ADDR"), refusal.message)
+            raise _Refused(refusal.status, refusal.message, headers=refusal.headers()) from None
+
+    def _metadata(self, environ: dict[str, Any], start_response: Callable[..., Any], method: str) -> Iterable[bytes]:
+        """The protected resource metadata (RFC 9728), public: no token needed to read it."""
+        assert self._auth is not None, "metadata paths exist only with Auth"
+        if method not in ("GET", "HEAD"):
+            raise _Refused(405, f"Method Not Allowed: {method}", headers=[("Allow", "GET, HEAD")])
+        body = jsonrpc.encode(self._auth.metadata(environ, self.path))
+        reply = json_reply(start_response, 200, body, [("Cache-Control", "max-age=300")])
+        return [] if method == "HEAD" else reply
+
+    def _post(self, environ: dict[str, Any], start_response: Callable[..., Any], principal: Principal | None) -> Iterable[bytes]:
         if media_type(header(environ, "Content-Type")) != "application/json":
             raise _Refused(415, "Unsupported Media Type: the body must be application/json")
         if accepts(header(environ, "Accept")) != (True, True):
@@ -243,35 +281,42 @@ class WsgiTransport:
         if isinstance(message, Response):
             if era is Era.MODERN:
                 raise _Refused(400, "Invalid Request: a 2026-07-28 POST carries one request or notification")
-            owner = self._session_of(environ)
+            owner = self._session_of(environ, principal)
             if not owner.asks.answer(message):  # to the request that asked, wherever it waits
                 log.debug("session %s: ignored a response to %r, which no request awaits", owner.id[:8], message.id)
             return empty_reply(start_response, 202)
         if isinstance(message, Notification):
-            return self._notification(environ, start_response, message, era, version)
+            return self._notification(environ, start_response, message, era, version, principal)
         if era is Era.MODERN:
             session = Session()
             session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
             found = Headers(environ)
             exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
-            return self._run(environ, start_response, exchange, session, Era.MODERN, check)
+            return self._run(environ, start_response, exchange, session, Era.MODERN, check, principal)
         if message.method == "initialize":
             created = self._sessions.new()
             if created is None:
                 raise _Refused(503, "Service Unavailable: too many sessions", message.id)
+            created.principal_key = None if principal is None else principal.key
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
-            return self._run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, created=created)
-        owner = self._session_of(environ, message.id)
+            return self._run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
+        owner = self._session_of(environ, principal, message.id)
         exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             return json_reply(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
         exchange.answered.add_done_callback(lambda _f: self._sessions.end(owner, exchange))
-        return self._run(environ, start_response, exchange, owner.session, Era.HANDSHAKE, None)
+        return self._run(environ, start_response, exchange, owner.session, Era.HANDSHAKE, None, principal)
 
     def _notification(
-        self, environ: dict[str, Any], start_response: Callable[..., Any], message: Notification, era: Era, version: str | None
+        self,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        message: Notification,
+        era: Era,
+        version: str | None,
+        principal: Principal | None,
     ) -> Iterable[bytes]:
         if era is Era.MODERN:
             # 2026-07-28 has no client notification over HTTP (closing a stream is the cancel);
@@ -279,7 +324,7 @@ class WsgiTransport:
             if version is not None and version not in MODERN_VERSIONS:
                 raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
             return empty_reply(start_response, 202)
-        owner = self._session_of(environ)
+        owner = self._session_of(environ, principal)
         if message.method == "notifications/cancelled":
             exchange = self._sessions.inflight(owner, message.params.get("requestId"))
             if exchange is not None and exchange.request.method != "initialize":
@@ -287,8 +332,8 @@ class WsgiTransport:
                 exchange.answer(Final(None))  # the client stopped waiting: no response
         return empty_reply(start_response, 202)
 
-    def _get(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        owner = self._handshake_session(environ)
+    def _get(self, environ: dict[str, Any], start_response: Callable[..., Any], principal: Principal | None) -> Iterable[bytes]:
+        owner = self._handshake_session(environ, principal)
         if not accepts(header(environ, "Accept"))[1]:
             raise _Refused(406, "Not Acceptable: a GET stream is text/event-stream")
         with self._lock:
@@ -303,23 +348,29 @@ class WsgiTransport:
         start_response(status_line(200), list(SSE_HEADERS))
         return SseBody(owner.events, keepalive=self._keepalive, on_close=lambda _completed: self._release_get(owner))
 
-    def _delete(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        owner = self._handshake_session(environ)
+    def _delete(self, environ: dict[str, Any], start_response: Callable[..., Any], principal: Principal | None) -> Iterable[bytes]:
+        owner = self._handshake_session(environ, principal)
         self._sessions.remove(owner.id)
         return empty_reply(start_response, 204)
 
-    def _handshake_session(self, environ: dict[str, Any]) -> HttpSession:
+    def _handshake_session(self, environ: dict[str, Any], principal: Principal | None) -> HttpSession:
         """GET and DELETE exist only for handshake-era sessions: 405 otherwise."""
         version = header(environ, "MCP-Protocol-Version")
         if header(environ, "Mcp-Session-Id") is None or (version is not None and version not in HANDSHAKE_VERSIONS):
-            raise _Refused(405, "Method Not Allowed: 2026-07-28 is POST only", allow="POST")
-        return self._session_of(environ)
+            raise _Refused(405, "Method Not Allowed: 2026-07-28 is POST only", headers=[("Allow", "POST")])
+        return self._session_of(environ, principal)
 
-    def _session_of(self, environ: dict[str, Any], request_id: Any = None) -> HttpSession:
+    def _session_of(self, environ: dict[str, Any], principal: Principal | None, request_id: Any = None) -> HttpSession:
+        """The session the request names. A session belongs to the principal whose token created it:
+        another's token gets the same 404 as an unknown id (so it learns nothing), a refreshed token
+        of the same caller is served."""
         session_id = header(environ, "Mcp-Session-Id")
         if session_id is None:
             raise _Refused(400, "Bad Request: the Mcp-Session-Id header is required (initialize first)", request_id)
         found = self._sessions.find(session_id)
+        if found is not None and found.principal_key != (None if principal is None else principal.key):
+            log.warning("refused a request from %s naming session %s, which another principal created", environ.get("REMOTE_ADDR"), session_id[:8])
+            found = None
         if found is None:
             raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
         return found
@@ -333,17 +384,19 @@ class WsgiTransport:
         session: Session,
         era: Era,
         header_check: Callable[[Request, Any], None] | None,
+        principal: Principal | None,
         *,
         created: HttpSession | None = None,
     ) -> Iterable[bytes]:
         request = exchange.request
+        caller = _Caller(environ, principal)
         if self._engine.runs_inline(request):
-            return self._run_inline(environ.get(RESPOND_NOW), start_response, exchange, session, era, header_check, created)
+            return self._run_inline(environ.get(RESPOND_NOW), start_response, exchange, session, era, header_check, caller, created)
         with self._lock:
             work = None
             if not self._closing:
                 try:
-                    work = self._inflight.submit(self._execute, exchange, session, era, header_check)
+                    work = self._inflight.submit(self._execute, exchange, session, era, header_check, caller)
                 except RuntimeError:  # the executor stopped: the server is shutting down
                     pass
             if work is None:
@@ -362,6 +415,7 @@ class WsgiTransport:
         session: Session,
         era: Era,
         header_check: Callable[[Request, Any], None] | None,
+        caller: _Caller,
         created: HttpSession | None,
     ) -> Iterable[bytes]:
         """It cannot speak before its answer, so nothing could stream before it returns: run it on
@@ -376,7 +430,7 @@ class WsgiTransport:
             self._inline[exchange] = respond_now
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         try:
-            self._execute(exchange, session, era, header_check)
+            self._execute(exchange, session, era, header_check, caller)
         finally:
             with self._lock:
                 del self._inline[exchange]
@@ -385,11 +439,12 @@ class WsgiTransport:
     def _forget(self, exchange: Exchange) -> None:
         self._inflight.settle(exchange, exchange)
 
-    def _execute(self, exchange: Exchange, session: Session, era: Era, header_check: Any) -> None:
+    def _execute(self, exchange: Exchange, session: Session, era: Era, header_check: Any, caller: _Caller) -> None:
         """On a worker: run the engine; the answer goes into the exchange's channel."""
-        self._engine.execute_to(exchange.request, session, exchange, HTTP, lambda final: self._complete(exchange, era, final), header_check)
+        deliver = lambda final: self._complete(exchange, era, final, caller)  # noqa: E731 - a one-line closure
+        self._engine.execute_to(exchange.request, session, exchange, HTTP, deliver, header_check, caller.principal)
 
-    def _complete(self, exchange: Exchange, era: Era, outcome: Outcome) -> None:
+    def _complete(self, exchange: Exchange, era: Era, outcome: Outcome, caller: _Caller) -> None:
         """The engine's outcome: the work is over (the request may have been answered already,
         past its deadline), so a cancel can no longer reach it."""
         exchange.forget_callbacks()
@@ -403,6 +458,9 @@ class WsgiTransport:
         frame, error = answer_frame(exchange.request, outcome)
         if error is None and isinstance(outcome, Success):
             exchange.answer(Final(frame, 200, outcome.claims))
+        elif isinstance(error, InsufficientScope) and self._auth is not None:  # the client may step up
+            refusal = self._auth.insufficient(caller.environ, self.path, error.scopes, error.description)
+            exchange.answer(Final(frame, 403, headers=tuple(refusal.headers())))
         else:
             assert error is not None
             exchange.answer(Final(frame, error_status(error.code, era)))
@@ -439,6 +497,7 @@ class WsgiTransport:
             created.session.commit_era(Era.HANDSHAKE)
             self._sessions.add(created)
             extra.append(("Mcp-Session-Id", created.id))
+        extra.extend(final.headers)
         return json_reply(start_response, final.status, final.frame, extra)
 
     def _stream(self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None) -> SseBody:
