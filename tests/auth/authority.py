@@ -160,6 +160,8 @@ class Authority:
         self.jwks_cache_control: str | None = None
         self.introspections = 0
         self.introspection_requests: list[dict[str, str]] = []
+        self.introspection_authorizations: list[str | None] = []
+        """Each introspection call's Authorization header (None when it had none)."""
         self.introspection_failure: int | None = None
         self.introspection_body: bytes | None = None
         """When set, /introspect answers 200 with exactly these bytes (for malformed answers)."""
@@ -331,6 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
         with authority._lock:
             authority.introspections += 1
             authority.introspection_requests.append(fields)
+            authority.introspection_authorizations.append(self.headers.get("Authorization"))
         if authority.introspection_failure is not None:
             return self._reply(authority.introspection_failure, {"error": "server_error"})
         if authority.client_id is not None and self._basic() != (authority.client_id, authority.client_secret):
