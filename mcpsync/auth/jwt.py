@@ -234,12 +234,17 @@ class _Key:
 
 
 class _Keys:
-    """One fetched key set, immutable: replaced whole by the next fetch."""
+    """One fetched key set and when it was fetched, immutable: replaced whole (one reference) by the next fetch."""
 
-    __slots__ = ("keys",)
+    __slots__ = ("keys", "fetched_at", "fresh_until")
 
-    def __init__(self, keys: tuple[_Key, ...]) -> None:
+    def __init__(self, keys: tuple[_Key, ...], fetched_at: float = 0.0, fresh_until: float = 0.0) -> None:
         self.keys = keys
+        self.fetched_at = fetched_at
+        self.fresh_until = fresh_until
+
+    def fresh(self, now: float) -> bool:
+        return self.fetched_at <= now < self.fresh_until
 
     def find(self, kid: str | None, alg: str) -> PyJWK | None:
         """The key for (`kid`, `alg`); None if the set has no such key. A token without `kid`
@@ -269,8 +274,6 @@ class _KeySet:
         self._clock = clock
         self._fetch_lock = threading.Lock()  # held by the one thread fetching
         self._current: _Keys | None = None
-        self._fetched_at = 0.0
-        self._fresh_until = 0.0
         self._last_attempt: float | None = None
         self._attempts = 0  # fetch attempts so far: a waiter that sees it move knows someone just tried
         self._failures = 0  # failed attempts in a row
@@ -287,7 +290,7 @@ class _KeySet:
         attempts = self._attempts
         current = self._current
         now = self._clock()
-        if current is None or not self._fetched_at <= now < self._fresh_until:
+        if current is None or not current.fresh(now):
             current = self._refresh(attempts)
             refreshed = True
         else:
@@ -326,7 +329,7 @@ class _KeySet:
                 log.info("fetched the JWKS from %s again after %d failed attempts", safe_url(self._url), self._failures)
             self._failures = 0
             max_age = self._max_age if reply.max_age is None else max(self._min_interval, min(self._max_age, reply.max_age))
-            self._current, self._fetched_at, self._fresh_until = keys, now, now + max_age
+            self._current = keys = _Keys(keys.keys, now, now + max_age)
             return keys
         finally:
             self._fetch_lock.release()
