@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from wire import modern_meta
+from wire import REPO_ROOT, modern_meta, read_serving_url, spawn_http_server
 
 import mcpsync
 from mcpsync import Server
@@ -426,3 +429,98 @@ def test_the_gateway_never_passes_the_clients_token_upstream(authority: Authorit
 def test_the_client_reports_a_401_clearly(endpoint: Endpoint) -> None:
     with pytest.raises(McpsyncError, match="Unauthorized: an access token is required"):
         mcpsync.connect(endpoint.url, mode="modern", timeout=LONG).list_tools()
+
+
+# -- the official SDK's client, and the command line ---------------------------------------------
+
+DRIVER = Path(__file__).with_name("sdk_auth_driver.py")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_the_official_sdk_client_with_a_bearer_token(endpoint: Endpoint, authority: Authority, mode: str, peers_python: str, bounded: Any) -> None:
+    env = {**os.environ, "MCP_TOKEN": authority.mint({"scope": "read"})}
+    result = bounded([peers_python, str(DRIVER), "--mode", mode, endpoint.url], timeout=60.0, cwd=REPO_ROOT, env=env)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["era"] == ("modern" if mode == "modern" else "handshake")
+    assert summary["tools"] == ["confirm", "whoami"]  # reset needs admin: not listed
+    assert summary["whoami"] == {"subject": "alice", "client": "test-client", "scopes": ["read"]}
+    assert "403" in summary["resetError"] or "scope" in summary["resetError"], summary
+
+
+def test_the_official_sdk_client_without_a_token_is_refused(endpoint: Endpoint, peers_python: str, bounded: Any) -> None:
+    env = {**os.environ, "MCP_TOKEN": "not-a-valid-token-at-all"}
+    result = bounded([peers_python, str(DRIVER), "--mode", "legacy", endpoint.url], timeout=60.0, cwd=REPO_ROOT, env=env)
+    assert result.returncode == 1
+    assert "Unauthorized: malformed token" in result.stderr, result.stderr[-2000:]
+
+
+APP = Path(__file__).parent / "fixtures" / "protected_app.py"
+
+
+class ServeProcess:
+    """`mcpsync serve APP --http 127.0.0.1:0 ARGS...` as a child; stopped with SIGTERM."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = spawn_http_server(str(APP), *args)
+        url, self.stderr = read_serving_url(self.proc, LONG)
+        assert url is not None, self.stderr.decode(errors="replace")
+        self.url = url
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGTERM)
+        _, rest = self.proc.communicate(timeout=LONG)
+        return self.proc.returncode, (self.stderr + rest).decode(errors="replace")
+
+
+def test_serve_protects_its_endpoint_with_a_jwks_from_the_command_line(authority: Authority) -> None:
+    served = ServeProcess("--auth-jwks-url", authority.jwks_url, "--auth-issuer", authority.issuer, "--auth-resource", RESOURCE, "--auth-scope", "read")
+    try:
+        refused = send(served.url)
+        assert refused.status == 401
+        assert refused.challenge == {"resource_metadata": METADATA_URL, "scope": "read"}
+        metadata = send(served.url, "GET", path="/.well-known/oauth-protected-resource/mcp").body
+        assert metadata == {"resource": RESOURCE, "authorization_servers": [authority.issuer], "scopes_supported": ["read"], "bearer_methods_supported": ["header"]}
+        for mode in ("modern", "legacy"):
+            with mcpsync.connect(served.url, mode=mode, headers={"Authorization": f"Bearer {authority.mint()}"}, timeout=LONG) as session:
+                assert session.call_tool("whoami", {})["structuredContent"]["subject"] == "alice"
+    finally:
+        status, stderr = served.stop()
+    assert status == 0, stderr
+    assert authority.mint() not in stderr
+
+
+def test_serve_protects_its_endpoint_with_a_token_file(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("# who may call\nops-token-0123456789abcdef sub=ops admin\nreader-token-0123456789abc sub=reader\n")
+    served = ServeProcess("--auth-token-file", str(tokens))
+    try:
+        with mcpsync.connect(served.url, mode="modern", headers={"Authorization": "Bearer ops-token-0123456789abcdef"}, timeout=LONG) as session:
+            assert session.call_tool("reset", {})["content"][0]["text"] == "reset done"
+        with mcpsync.connect(served.url, mode="legacy", headers={"Authorization": "Bearer reader-token-0123456789abc"}, timeout=LONG) as session:
+            assert "reset" not in {tool["name"] for tool in session.list_tools()}
+            assert session.call_tool("whoami", {})["structuredContent"] == {"subject": "reader", "client": None, "scopes": []}
+        assert send(served.url, token="wrong-token-0123456789abcdef").status == 401
+    finally:
+        status, stderr = served.stop()
+    assert status == 0, stderr
+    assert "ops-token-0123456789abcdef" not in stderr
+
+
+def test_a_browser_preflight_needs_no_token_and_the_page_can_read_the_challenge(authority: Authority) -> None:
+    page = "https://app.example.test"
+    server = Server("protected", services=[protected_service], auth=jwt_auth(authority), shutdown_timeout=LONG)
+    url = server.start_http("127.0.0.1", 0, allowed_origins=[page], threads=4).url
+    try:
+        preflight = send(url, "OPTIONS", headers={"Origin": page, "Access-Control-Request-Method": "POST",
+                                                  "Access-Control-Request-Headers": "authorization, content-type"})
+        assert preflight.status == 204
+        assert "authorization" in preflight.headers["Access-Control-Allow-Headers"].lower()
+        refused = send(url, headers={"Origin": page})
+        assert refused.status == 401
+        assert refused.headers["Access-Control-Allow-Origin"] == page
+        assert "WWW-Authenticate" in refused.headers["Access-Control-Expose-Headers"]
+        metadata = send(url, "GET", path="/.well-known/oauth-protected-resource/mcp", headers={"Origin": page})
+        assert (metadata.status, metadata.headers["Access-Control-Allow-Origin"]) == (200, page)
+    finally:
+        assert server.close(LONG)

@@ -2,10 +2,41 @@
 
 `Auth` (in `resource`) protects an endpoint with a `TokenVerifier`: `JwtVerifier` (in `jwt`, needs
 the `mcpsync[auth]` extra), `IntrospectionVerifier` (`introspection`), `StaticTokens` (`static`),
-or your own. Importing this package imports none of them: only the one you use is loaded.
+or your own. The three are imported from here on first use, so that importing mcpsync (which a
+stdio server does) loads none of them, nor the HTTP client they fetch keys with.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 from .resource import Auth, AuthRefusal
 
-__all__ = ["Auth", "AuthRefusal", "InsufficientScope", "InvalidToken", "Principal", "TokenVerifier", "VerifierUnavailable"]
+if TYPE_CHECKING:
+    from .introspection import IntrospectionVerifier
+    from .jwt import JwtVerifier
+    from .static import StaticTokens
+
+__all__ = [
+    "Auth",
+    "AuthRefusal",
+    "InsufficientScope",
+    "IntrospectionVerifier",
+    "InvalidToken",
+    "JwtVerifier",
+    "Principal",
+    "StaticTokens",
+    "TokenVerifier",
+    "VerifierUnavailable",
+]
+
+_LAZY = {"JwtVerifier": ".jwt", "IntrospectionVerifier": ".introspection", "StaticTokens": ".static"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcpsync.auth' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -111,6 +111,20 @@ CHANNEL_CAPACITY = 256
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
 
 
+def _warn_unguarded_scopes(engine: Engine, path: str) -> None:
+    """Entries that declare scopes, served where no token is checked: say so once, at start, since
+    every caller may use them (the scopes only mean something behind `Auth`)."""
+    snapshot = engine.catalog.snapshot
+    scoped = [entry.name for entries in (snapshot.tools, snapshot.prompts, snapshot.resources, snapshot.templates) for entry in entries if entry.scopes]
+    if scoped:
+        log.warning(
+            "the HTTP endpoint %s checks no tokens (no auth=), so every caller may use %s, which declare%s scopes",
+            path,
+            ", ".join(scoped),
+            "s" if len(scoped) == 1 else "",
+        )
+
+
 class _Caller(NamedTuple):
     """Who sent a request, as its answer may need to say: the principal its token stands for, and
     its environ (for the URL of a 403's challenge)."""
@@ -183,6 +197,8 @@ class WsgiTransport:
         self._cors = Cors(self._allowed_origins) if self._allowed_origins else None
         self._auth = auth
         self._metadata_paths = auth.metadata_paths(self.path) if auth is not None else frozenset()
+        if auth is None:
+            _warn_unguarded_scopes(engine, self.path)
         self._max_body = max_body_bytes
         self._request_timeout = request_timeout
         self._keepalive = keepalive

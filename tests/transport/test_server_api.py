@@ -150,3 +150,40 @@ def test_the_http_methods_return_the_types_the_package_exports() -> None:
         assert isinstance(server.wsgi_app(keepalive=LONG), mcpsync.WsgiTransport)
         serving = server.start_http("127.0.0.1", 0, threads=4, max_streams=2)
         assert isinstance(serving, mcpsync.HttpServing) and serving.app.path == "/mcp"
+
+
+def test_stdio_is_never_protected_even_when_the_server_has_auth() -> None:
+    """The spec: a stdio server takes its credentials from its environment. Auth guards the
+    server's HTTP endpoints only; over stdio every entry is served, scoped ones too, and the
+    code sees no principal."""
+    from mcpsync.auth import Auth, StaticTokens
+
+    service = Service("guarded")
+
+    @service.tool(scopes=["admin"])
+    def reset(ctx: Context) -> str:
+        return f"reset by {ctx.principal}"
+
+    server = Server("api", services=[service], auth=Auth(StaticTokens({"only-http-token-0123456": ["admin"]})))
+    with PipeClient(server) as client:
+        client.initialize()
+        response, _ = client.request("tools/list", {}, id=2)
+        assert [tool["name"] for tool in response["result"]["tools"]] == ["reset"]
+        response, _ = client.request("tools/call", {"name": "reset"}, id=3)
+        assert response["result"]["content"][0]["text"] == "reset by None"
+
+
+def test_an_http_endpoint_without_auth_warns_that_scoped_entries_are_open(caplog: pytest.LogCaptureFixture) -> None:
+    service = Service("guarded")
+    service.add_tool(Tool(lambda: "done", name="reset", scopes=["admin"]))
+    server = Server("api", services=[service])
+    with caplog.at_level("WARNING", logger="mcpsync"):
+        server.wsgi_app()
+    assert "checks no tokens (no auth=), so every caller may use reset, which declares scopes" in caplog.text
+    caplog.clear()
+    from mcpsync.auth import Auth, StaticTokens
+
+    with caplog.at_level("WARNING", logger="mcpsync"):
+        server.wsgi_app(auth=Auth(StaticTokens({"only-http-token-0123456": ["admin"]})))
+    assert caplog.text == ""
+    server.close()
