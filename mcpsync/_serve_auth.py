@@ -131,7 +131,7 @@ def auth_for(config: GatewayConfig | None, given: dict[str, Any], *, over_http: 
                 "a stdio server answers the one client that started it, and takes its own credentials from its environment"
             )
         assert config is not None
-        logging.getLogger(__name__).info("the [auth] table of %s applies to --http only: stdio is served without it", config.path)
+        logging.getLogger("mcpsync").info("the [auth] table of %s applies to --http only: stdio is served without it", config.path)
         return None
     from .config import AuthConfig
 

@@ -118,6 +118,14 @@ class Auth:
         )
         self.resource_name = resource_name
         self._implied = _closure(scope_implies or {})
+        audiences = getattr(verifier, "audiences", None)  # JwtVerifier's; a verifier of your own may say too
+        if resource is not None and audiences and resource not in audiences:
+            log.warning(
+                "Auth: resource %r is not among the audiences %s the verifier accepts: tokens issued for this resource "
+                "(RFC 8707) will be refused unless the authorization server names one of those",
+                resource,
+                list(audiences),
+            )
         self._unavailable = threading.Event()  # set while the verifier fails: warn once per streak
 
     def __repr__(self) -> str:

@@ -187,3 +187,15 @@ def test_an_http_endpoint_without_auth_warns_that_scoped_entries_are_open(caplog
         server.wsgi_app(auth=Auth(StaticTokens({"only-http-token-0123456": ["admin"]})))
     assert caplog.text == ""
     server.close()
+
+
+def test_an_auth_whose_resource_its_jwt_verifier_would_refuse_warns(caplog: pytest.LogCaptureFixture) -> None:
+    from mcpsync.auth import Auth, JwtVerifier
+
+    verifier = JwtVerifier(jwks_url="https://as.example/jwks", issuer="https://as.example", audience="https://mcp.example/mcp")
+    with caplog.at_level("WARNING", logger="mcpsync"):
+        Auth(verifier, resource="https://mcp.example/mcp")
+    assert caplog.text == ""
+    with caplog.at_level("WARNING", logger="mcpsync"):
+        Auth(verifier, resource="https://other.example/mcp")
+    assert "is not among the audiences ['https://mcp.example/mcp'] the verifier accepts" in caplog.text
