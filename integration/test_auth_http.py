@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -524,3 +525,53 @@ def test_a_browser_preflight_needs_no_token_and_the_page_can_read_the_challenge(
         assert (metadata.status, metadata.headers["Access-Control-Allow-Origin"]) == (200, page)
     finally:
         assert server.close(LONG)
+
+
+# -- open streams end with their token ------------------------------------------------------------
+
+class ShortLived:
+    """Tokens valid for `seconds` from when they are first checked (a verifier of the test's own)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def verify(self, token: str) -> Principal | None:
+        return Principal(token, scopes=frozenset({"read"}), expires_at=time.time() + self.seconds) if token.startswith("short-") else None
+
+
+def stream_events(url: str, body: Any, token: str, headers: dict[str, str], method: str = "POST") -> list[Any]:
+    """Every SSE `data:` of the response, read until the server ends it (bounded by LONG)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=LONG)
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}", **headers}
+    try:
+        connection.request(method, parts.path, json.dumps(body).encode() if body is not None else None, sent)
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        return [json.loads(line[6:]) for line in response.read().splitlines() if line.startswith(b"data: ")]
+    finally:
+        connection.close()
+
+
+def test_a_listen_ends_with_its_complete_result_when_its_token_expires() -> None:
+    served = Endpoint(Auth(ShortLived(0.3)))
+    try:
+        listen = {"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+                  "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": True}}}
+        frames = stream_events(served.url, listen, "short-alice", {"MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"})
+        assert frames[0]["method"] == "notifications/subscriptions/acknowledged"
+        assert frames[-1]["id"] == 7 and frames[-1]["result"]["resultType"] == "complete"
+    finally:
+        served.close()
+
+
+def test_a_get_stream_ends_when_its_token_expires_and_the_session_lives_on() -> None:
+    served = Endpoint(Auth(ShortLived(0.3)))
+    try:
+        session_id = open_session(served.url, "short-alice")
+        frames = stream_events(served.url, None, "short-alice", {"MCP-Protocol-Version": HANDSHAKE, "Mcp-Session-Id": session_id}, "GET")
+        assert frames == []  # ended, with nothing to say
+        assert tool_names(handshake(served.url, "tools/list", {}, "short-alice", session_id)) == {"whoami", "confirm"}
+    finally:
+        served.close()

@@ -288,7 +288,9 @@ class SseBody:
     """The WSGI body of an event stream: yields what the channel delivers as SSE events, a comment
     every `keepalive` seconds of silence, and ends after the final answer or when the channel
     closes. At `deadline` it calls `on_deadline()` once (which answers the request into the
-    channel) and goes on reading. `on_close(completed)` runs once when the server closes the body;
+    channel) and goes on reading; without `on_deadline` it ends there (a GET stream whose token
+    expired: the session's channel stays open for the next one). `on_close(completed)` runs once
+    when the server closes the body;
     `completed` is False when the stream was cut short (a client that went away)."""
 
     def __init__(
@@ -351,8 +353,10 @@ class SseBody:
             elif item is TIMEOUT:
                 if self._deadline is not None and now >= self._deadline:
                     self._deadline = None
-                    if self._on_deadline is not None:
-                        self._on_deadline()  # answers into the channel: taken on the next turn
+                    if self._on_deadline is None:
+                        self._finished = True
+                        break
+                    self._on_deadline()  # answers into the channel: taken on the next turn
                     continue
                 return KEEPALIVE if now >= self._quiet_until else None
             else:

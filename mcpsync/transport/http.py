@@ -111,6 +111,13 @@ CHANNEL_CAPACITY = 256
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
 
 
+def _token_end(principal: Principal | None) -> float | None:
+    """When a stream opened with this principal's token must end (`time.monotonic()`), or None."""
+    if principal is None or principal.expires_at is None:
+        return None
+    return time.monotonic() + max(0.0, principal.expires_at - time.time())
+
+
 def _warn_unguarded_scopes(engine: Engine, path: str) -> None:
     """Entries that declare scopes, served where no token is checked: say so once, at start, since
     every caller may use them (the scopes only mean something behind `Auth`)."""
@@ -362,7 +369,9 @@ class WsgiTransport:
             owner.streaming = True
             self._streams += 1
         start_response(status_line(200), list(SSE_HEADERS))
-        return SseBody(owner.events, keepalive=self._keepalive, on_close=lambda _completed: self._release_get(owner))
+        # It ends when its token expires (no on_deadline: the stream just ends); the client opens
+        # the next one with a fresh token, and what arrived meanwhile waits in the session's channel.
+        return SseBody(owner.events, keepalive=self._keepalive, deadline=_token_end(principal), on_close=lambda _completed: self._release_get(owner))
 
     def _delete(self, environ: dict[str, Any], start_response: Callable[..., Any], principal: Principal | None) -> Iterable[bytes]:
         owner = self._handshake_session(environ, principal)
@@ -420,8 +429,9 @@ class WsgiTransport:
                 raise _Refused(503, SHUTTING_DOWN, request.id)
             self._inflight.add(exchange, exchange)
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
-        deadline = None if request.method == "subscriptions/listen" else time.monotonic() + self._request_timeout
-        return self._respond(start_response, exchange, deadline, created)
+        if request.method == "subscriptions/listen":  # no run time limit: it lasts as long as its token
+            return self._respond(start_response, exchange, _token_end(principal), lambda: self._end_listen(exchange), created)
+        return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, lambda: self._expire(exchange), created)
 
     def _run_inline(
         self,
@@ -450,7 +460,7 @@ class WsgiTransport:
         finally:
             with self._lock:
                 del self._inline[exchange]
-        return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, created)
+        return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, lambda: self._expire(exchange), created)
 
     def _forget(self, exchange: Exchange) -> None:
         self._inflight.settle(exchange, exchange)
@@ -482,9 +492,15 @@ class WsgiTransport:
             exchange.answer(Final(frame, error_status(error.code, era)))
 
     def _respond(
-        self, start_response: Callable[..., Any], exchange: Exchange, deadline: float | None, created: HttpSession | None
+        self,
+        start_response: Callable[..., Any],
+        exchange: Exchange,
+        deadline: float | None,
+        on_deadline: Callable[[], None],
+        created: HttpSession | None,
     ) -> Iterable[bytes]:
-        """Wait for the first thing to send and answer in JSON or start the event stream."""
+        """Wait for the first thing to send and answer in JSON or start the event stream. At
+        `deadline`, `on_deadline()` answers into the channel (a request's -32603, a listen's end)."""
         undecided_until = time.monotonic() + self._keepalive
         while True:
             limit = undecided_until if exchange.streams else (deadline or undecided_until)
@@ -497,13 +513,13 @@ class WsgiTransport:
                 return empty_reply(start_response, 204)
             if item is TIMEOUT:
                 if deadline is not None and time.monotonic() >= deadline:
-                    self._expire(exchange)  # its answer is in the channel now (or was already)
+                    on_deadline()  # its answer is in the channel now (or was already)
                     deadline = None
                     continue
                 if not exchange.streams:
                     continue
                 item = None
-            return self._stream(start_response, exchange, item, deadline)
+            return self._stream(start_response, exchange, item, deadline, on_deadline)
 
     def _answer_json(self, start_response: Callable[..., Any], final: Final, created: HttpSession | None) -> Iterable[bytes]:
         if final.frame is None:
@@ -516,14 +532,16 @@ class WsgiTransport:
         extra.extend(final.headers)
         return json_reply(start_response, final.status, final.frame, extra)
 
-    def _stream(self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None) -> SseBody:
+    def _stream(
+        self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None, on_deadline: Callable[[], None]
+    ) -> SseBody:
         start_response(status_line(200), list(SSE_HEADERS))
         return SseBody(
             exchange.channel,
             keepalive=self._keepalive,
             first=first,
             deadline=deadline,
-            on_deadline=lambda: self._expire(exchange),
+            on_deadline=on_deadline,
             on_close=lambda completed: self._stream_closed(exchange, completed),
         )
 
@@ -544,6 +562,21 @@ class WsgiTransport:
         with self._lock:
             if self._listens.pop(exchange, None) is not None:
                 self._streams -= 1
+
+    def _end_listen(self, exchange: Exchange) -> None:
+        """The token a listen was opened with has expired: it ends with its `complete` result, as
+        at shutdown, and the client listens again with a fresh token (an open stream is no way
+        around a token's lifetime)."""
+        with self._lock:
+            subscription = self._listens.pop(exchange, None)
+            if subscription is not None:
+                self._streams -= 1
+        if subscription is None:  # not acknowledged yet: nothing was promised
+            exchange.cancel("the access token expired")
+            exchange.answer(Final(None))
+            return
+        log.info("listen %r ended: its access token expired", subscription.id)
+        exchange.channel.finish(Final(self._complete_frame(subscription.id)))
 
     # -- subscriptions/listen --------------------------------------------------------------------
     def _activate(self, exchange: Exchange, outcome: Subscribed) -> None:
