@@ -185,7 +185,14 @@ def _build_auth(chosen: AuthConfig) -> Auth:
 
     servers = chosen.authorization_servers or ([chosen.issuer] if chosen.issuer else [])
     try:
-        return Auth(_verifier(chosen), resource=chosen.resource, authorization_servers=servers, required_scopes=chosen.scopes)
+        return Auth(
+            _verifier(chosen),
+            resource=chosen.resource,
+            authorization_servers=servers,
+            required_scopes=chosen.scopes,
+            resource_name=chosen.resource_name,
+            scope_implies=chosen.scope_implies,
+        )
     except OSError as exc:  # the token file
         raise click.ClickException(f"{exc.filename or chosen.token_file}: cannot read: {exc.strerror or exc}") from exc
     except (ImportError, McpsyncError, ValueError) as exc:  # the parser's message names PATH:LINE, never the token

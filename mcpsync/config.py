@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .auth.principal import is_scope
 from .errors import McpsyncError
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
@@ -54,8 +55,7 @@ AUTH_SOURCES = ("jwks_url", "introspection_url", "token_file")
 """The `[auth]` keys naming how tokens are checked: a table (with its options) gives exactly one."""
 _AUTH_URLS = ("resource", "issuer", "jwks_url", "introspection_url")
 _AUTH_LISTS = ("authorization_servers", "scopes")
-_AUTH_KEYS = (*_AUTH_URLS, "token_file", *_AUTH_LISTS)
-_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 section 3.3
+_AUTH_KEYS = (*_AUTH_URLS, "token_file", *_AUTH_LISTS, "resource_name", "scope_implies")
 
 
 class ConfigError(McpsyncError, ValueError):
@@ -92,6 +92,10 @@ class AuthConfig:
     token_file: str | None = None
     authorization_servers: list[str] = field(default_factory=list)
     scopes: list[str] = field(default_factory=list)
+    resource_name: str | None = None
+    """A human-readable name for the metadata (table only)."""
+    scope_implies: dict[str, list[str]] = field(default_factory=dict)
+    """Broader scopes and the narrower ones each grants (table only; see `Auth`)."""
 
     def merged(self, over: AuthConfig) -> AuthConfig:
         """These settings with each key that `over` gives replacing this one's: the command line
@@ -130,7 +134,7 @@ def url_problem(value: str) -> str | None:
 def scope_problem(value: str) -> str | None:
     """What is wrong with a scope (None: nothing): one RFC 6749 scope-token, no space or quote,
     since a token's scopes travel as one space-separated string."""
-    if not _SCOPE_TOKEN.fullmatch(value):
+    if not is_scope(value):
         return f"{value!r} is not a scope (printable ASCII, no spaces, quotes or backslashes)"
     return None
 
@@ -255,6 +259,8 @@ class _Reader:
                 raise self.fail(where, f"unknown auth setting (expected one of {', '.join(_AUTH_KEYS)})", "auth")
             if key in _AUTH_LISTS:
                 setattr(auth, key, self._auth_list(key, value))
+            elif key == "scope_implies":
+                auth.scope_implies = self._scope_implies(value)
             elif not isinstance(value, str) or not value.strip():
                 raise self.fail(where, "must be a non-empty string", "auth")
             elif key in _AUTH_URLS and (problem := url_problem(value)):
@@ -266,6 +272,22 @@ class _Reader:
         if len(sources := auth.sources()) > 1:
             raise self.fail(f"auth.{sources[1]}", f"give one way to check tokens, not both {sources[0]} and {sources[1]}", "auth")
         return auth
+
+    def _scope_implies(self, value: Any) -> dict[str, list[str]]:
+        """`scope_implies = { admin = ["files:read", "files:write"] }`: scopes to lists of scopes."""
+        if not isinstance(value, dict):
+            raise self.fail("auth.scope_implies", "must be a table of scopes, each naming a list of the scopes it grants", "auth")
+        implied = {}
+        for broad, narrower in value.items():
+            if problem := scope_problem(broad):
+                raise self.fail("auth.scope_implies", problem, "auth")
+            if not isinstance(narrower, list) or not all(isinstance(item, str) for item in narrower):
+                raise self.fail("auth.scope_implies", f"{broad}: must be a list of scopes", "auth")
+            for item in narrower:
+                if problem := scope_problem(item):
+                    raise self.fail("auth.scope_implies", f"{broad}: {problem}", "auth")
+            implied[broad] = list(narrower)
+        return implied
 
     def _auth_list(self, key: str, value: Any) -> list[str]:
         """`authorization_servers` (URLs) or `scopes` (scope tokens), each checked."""

@@ -141,6 +141,19 @@ def test_an_auth_table_is_read_with_its_token_file_next_to_the_config(tmp_path: 
     )
 
 
+def test_the_auth_table_names_the_resource_and_a_scope_hierarchy(tmp_path: Path) -> None:
+    path = write(tmp_path, "gw.toml", """
+        [auth]
+        token_file = "tokens.txt"
+        resource_name = "Team notes"
+        scope_implies = { admin = ["files:read", "files:write"], owner = ["admin"] }
+    """)
+    auth = load_config(path).auth
+    assert auth is not None
+    assert auth.resource_name == "Team notes"
+    assert auth.scope_implies == {"admin": ["files:read", "files:write"], "owner": ["admin"]}
+
+
 def test_an_absolute_token_file_is_kept_and_an_introspection_table_read(tmp_path: Path) -> None:
     path = write(tmp_path, "gw.toml", """
         [auth]
@@ -294,6 +307,11 @@ BAD_TOML = [
     ('[auth]\nscopes = [""]\n', 2, "auth.scopes", "is not a scope"),
     ('[auth]\njwks_url = "https://as/jwks"\ntoken_file = "t"\n', 3, "auth.token_file", "not both jwks_url and token_file"),
     ('[upstreams.a]\nurl = "https://h/mcp"\n\n[auth]\nresource = "https://h/mcp"\nurl = "x"\n', 6, "auth.url", "unknown auth setting"),
+    ('[auth]\nresource_name = 3\n', 2, "auth.resource_name", "must be a non-empty string"),
+    ('[auth]\nscope_implies = ["admin"]\n', 2, "auth.scope_implies", "must be a table of scopes"),
+    ('[auth]\nscope_implies = { "sup er" = ["admin"] }\n', 2, "auth.scope_implies", "'sup er' is not a scope"),
+    ('[auth]\nscope_implies = { admin = "files:read" }\n', 2, "auth.scope_implies", "admin: must be a list of scopes"),
+    ('[auth]\nscope_implies = { admin = ["files read"] }\n', 2, "auth.scope_implies", "admin: 'files read' is not a scope"),
 ]
 
 

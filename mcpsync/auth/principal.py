@@ -32,6 +32,7 @@ __all__ = [
     "TokenVerifier",
     "VerifierUnavailable",
     "checked_scopes",
+    "is_scope",
     "principal_from_claims",
     "scopes_from_claims",
 ]
@@ -139,6 +140,11 @@ class InsufficientScope(McpError):
         super().__init__(ErrorCode.INVALID_REQUEST, f"Forbidden: {self.description}", {"error": "insufficient_scope", "scopes": list(self.scopes)})
 
 
+def is_scope(value: object) -> bool:
+    """Whether `value` is one scope token (RFC 6749 section 3.3)."""
+    return isinstance(value, str) and _SCOPE_TOKEN.fullmatch(value) is not None
+
+
 def checked_scopes(scopes: Iterable[str], what: str) -> tuple[str, ...]:
     """`scopes` in order without repeats, each checked to be a scope token; a typo in a scope would
     refuse every caller, so it fails here, naming `what`."""
@@ -146,6 +152,6 @@ def checked_scopes(scopes: Iterable[str], what: str) -> tuple[str, ...]:
         raise TypeError(f"{what} must be a list of scopes, not one string ({scopes!r})")
     checked = tuple(dict.fromkeys(scopes))
     for scope in checked:
-        if not isinstance(scope, str) or not _SCOPE_TOKEN.fullmatch(scope):
+        if not is_scope(scope):
             raise ValueError(f"{what}: {scope!r} is not a valid scope (printable ASCII, no spaces, quotes or backslashes)")
     return checked

@@ -244,6 +244,14 @@ def test_options_override_the_table_key_by_key(tmp_path: Path, served: list[Serv
     assert (auth.resource, auth.authorization_servers, auth.required_scopes) == (RESOURCE, (ISSUER,), ("mcp:read",))
 
 
+def test_the_tables_resource_name_and_scope_hierarchy_reach_the_auth(tmp_path: Path, served: list[Server]) -> None:
+    token_file(tmp_path)
+    config = write(tmp_path / "gateway.toml", '[auth]\ntoken_file = "tokens.txt"\nresource_name = "Team notes"\nscope_implies = { owner = ["mcp:tools"] }\n')
+    auth = served_auth(served, *HTTP, "--config", str(config))
+    assert auth.resource_name == "Team notes"
+    assert auth.widen(Principal("x", scopes=frozenset({"owner"}))).scopes == {"owner", "mcp:tools"}
+
+
 def test_the_tables_token_file_is_read_next_to_the_config(tmp_path: Path, served: list[Server], monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "etc").mkdir()
     token_file(tmp_path / "etc")
