@@ -22,12 +22,12 @@ to build that header; it and the token never reach a log or an error.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ._cache import TokenCache
+from ._claims import check_claims
 from ._fetch import FetchError, check_url, post_form
 from .principal import InvalidToken, Principal, VerifierUnavailable, principal_from_claims
 
@@ -120,28 +120,4 @@ class IntrospectionVerifier:
         """Raise InvalidToken unless the answer says active, current, ours; the expiry if it gives one."""
         if answer["active"] is not True:
             raise InvalidToken("the token is not active")
-        expires = _number(answer, "exp")
-        if expires is not None and expires <= now - self._leeway:
-            raise InvalidToken("the token has expired")
-        starts = _number(answer, "nbf")
-        if starts is not None and starts > now + self._leeway:
-            raise InvalidToken("the token is not valid yet")
-        if self._issuer is not None and answer.get("iss") != self._issuer:
-            raise InvalidToken("wrong issuer")
-        if self._audiences is not None:
-            audience = answer.get("aud")
-            if audience is None:
-                raise InvalidToken("the token has no audience")
-            named = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else []
-            if not any(isinstance(item, str) and item in self._audiences for item in named):
-                raise InvalidToken("wrong audience")
-        return expires
-
-
-def _number(answer: Mapping[str, Any], name: str) -> float | None:
-    value = answer.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidToken("malformed token")
-    return float(value)
+        return check_claims(answer, now, leeway=self._leeway, issuer=self._issuer, audiences=self._audiences, expiry_required=False)

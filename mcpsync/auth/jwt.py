@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import threading
 import time
@@ -44,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._cache import TokenCache
+from ._claims import check_claims
 from ._fetch import FetchError, check_url, get_json, safe_url
 from .principal import InvalidToken, Principal, VerifierUnavailable, principal_from_claims
 
@@ -173,23 +173,10 @@ class JwtVerifier:
 
     def _check_claims(self, claims: Mapping[str, Any], now: float) -> float:
         """Raise InvalidToken unless the claims are this issuer's, for this audience, and current; the expiry."""
-        if claims.get("iss") != self._issuer:
-            raise InvalidToken("wrong issuer")
-        audience = claims.get("aud")
-        if audience is None:
-            raise InvalidToken("the token has no audience")
-        named = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else []
-        if not any(isinstance(item, str) and item in self._audiences for item in named):
-            raise InvalidToken("wrong audience")
-        expires = _number(claims, "exp")
-        if expires is None:
-            raise InvalidToken("the token has no expiry")
-        if expires <= now - self._leeway:
-            raise InvalidToken("the token has expired")
-        for name in ("nbf", "iat"):
-            moment = _number(claims, name)
-            if moment is not None and moment > now + self._leeway:
-                raise InvalidToken("the token is not valid yet")
+        expires = check_claims(
+            claims, now, leeway=self._leeway, issuer=self._issuer, audiences=self._audiences, expiry_required=True, not_before=("nbf", "iat")
+        )
+        assert expires is not None, "required above"
         return expires
 
 
@@ -200,16 +187,6 @@ class _Errors:
     base: type[Exception]
     signature: type[Exception]
     algorithm: type[Exception]
-
-
-def _number(claims: Mapping[str, Any], name: str) -> float | None:
-    """A NumericDate claim, None when absent; InvalidToken when it is not a number."""
-    value = claims.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidToken("malformed token")
-    return float(value)
 
 
 def _checked_algorithms(algorithms: Iterable[str], known: set[str]) -> frozenset[str]:
