@@ -15,28 +15,25 @@ which needs the ``admin`` scope: recorded as ``reset`` (its text) or ``resetErro
 raised), so the test sees a refusal as the SDK reports it.
 
 Output: ONE JSON object on stdout and exit 0: mode, protocolVersion, era, tools, whoami, reset |
-resetError. On failure the errors and the wire trace go to stderr and the exit status is 1.
+resetError, sent. On failure the errors and the wire trace go to stderr and the exit status is 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import traceback
 from typing import Any
 
-import anyio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 # Same directory: the shared wire tap (this script is run by path, so its directory is on sys.path).
-from sdk_client_driver import MODES, TracedTransport, Wire, describe, start_watchdog, write_wire_trace
+from sdk_client_driver import MODES, TracedTransport, Wire, describe, drive_url
 
 
-async def run(args: argparse.Namespace, wire: Wire, summary: dict[str, Any]) -> None:
+async def run(args: argparse.Namespace, wire: Wire, summary: dict[str, Any], errors: list[str]) -> None:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {os.environ['MCP_TOKEN']}"})
     async with http:
         transport = TracedTransport(streamable_http_client(args.url, http_client=http), wire)
@@ -56,34 +53,7 @@ async def run(args: argparse.Namespace, wire: Wire, summary: dict[str, Any]) -> 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=sorted(MODES), required=True)
-    parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("--request-timeout", type=float, default=10.0)
-    parser.add_argument("url")
-    args = parser.parse_args()
-
-    timer = start_watchdog("sdk_auth_driver", args.timeout + 15)
-    wire = Wire()
-    summary: dict[str, Any] = {"mode": args.mode}
-    errors: list[str] = []
-
-    async def bounded() -> None:
-        try:
-            with anyio.fail_after(args.timeout):
-                await run(args, wire, summary)
-        except Exception as exc:  # noqa: BLE001 -- reported with the wire trace
-            errors.append(f"run failed: {describe(exc)}")
-            sys.stderr.write(traceback.format_exc())
-
-    anyio.run(bounded)
-    timer.cancel()
-    if errors:
-        write_wire_trace(wire, 600)
-        sys.stderr.write("sdk_auth_driver: FAILED\n" + "".join(f"  - {e}\n" for e in errors))
-        return 1
-    sys.stdout.write(json.dumps(summary, default=str) + "\n")
-    return 0
+    return drive_url("sdk_auth_driver", __doc__.split("\n\n")[0], run)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -346,6 +347,44 @@ def write_wire_trace(wire: Wire, width: int = 1000) -> None:
     sys.stderr.write("--- wire trace (>> client to server, << server to client) ---\n")
     for direction, frame in wire.frames:
         sys.stderr.write(f"{'>>' if direction == 'out' else '<<'} {json.dumps(frame, default=str)[:width]}\n")
+
+
+def drive_url(name: str, description: str, run: Callable[[argparse.Namespace, Wire, dict[str, Any], list[str]], Awaitable[None]]) -> int:
+    """The main of an HTTP driver (`--mode`, `--timeout`, `--request-timeout`, the endpoint URL):
+    `run(args, wire, summary, errors)` within the timeout and a watchdog; then ONE JSON summary
+    on stdout and 0, or the traceback, the partial summary, the wire trace and the errors on
+    stderr and 1."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--mode", choices=sorted(MODES), required=True)
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--request-timeout", type=float, default=10.0)
+    parser.add_argument("url")
+    args = parser.parse_args()
+
+    timer = start_watchdog(name, args.timeout + 15)
+    wire = Wire()
+    summary: dict[str, Any] = {"mode": args.mode}
+    errors: list[str] = []
+
+    async def bounded() -> None:
+        try:
+            with anyio.fail_after(args.timeout):
+                await run(args, wire, summary, errors)
+        except Exception as exc:  # noqa: BLE001 -- reported with the wire trace
+            errors.append(f"run failed: {describe(exc)}")
+            summary["traceback"] = traceback.format_exc()
+
+    anyio.run(bounded)
+    timer.cancel()
+    summary["sent"] = wire.sent()
+    if errors:
+        sys.stderr.write(summary.pop("traceback", ""))
+        sys.stderr.write("--- partial summary ---\n" + json.dumps(summary, default=str)[:4000] + "\n")
+        write_wire_trace(wire, 600)
+        sys.stderr.write(f"{name}: FAILED\n" + "".join(f"  - {e}\n" for e in errors))
+        return 1
+    sys.stdout.write(json.dumps(summary, default=str) + "\n")
+    return 0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

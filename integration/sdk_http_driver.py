@@ -23,9 +23,7 @@ added, sent.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import traceback
 from typing import Any
 
 import anyio
@@ -33,7 +31,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 # Same directory: the shared wire tap (this script is run by path, so its directory is on sys.path).
-from sdk_client_driver import MODES, TracedTransport, Wire, describe, start_watchdog, write_wire_trace
+from sdk_client_driver import MODES, TracedTransport, Wire, drive_url
 
 
 def _text(result: Any) -> str:
@@ -86,38 +84,8 @@ async def run(args: argparse.Namespace, wire: Wire, summary: dict[str, Any], err
             summary["change"] = seen[0]
 
 
-async def main_async(args: argparse.Namespace, wire: Wire, summary: dict[str, Any], errors: list[str]) -> None:
-    try:
-        with anyio.fail_after(args.timeout):
-            await run(args, wire, summary, errors)
-    except Exception as exc:  # noqa: BLE001 -- reported with the wire trace
-        errors.append(f"run failed: {describe(exc)}")
-        summary["traceback"] = traceback.format_exc()
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=sorted(MODES), required=True)
-    parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("--request-timeout", type=float, default=10.0)
-    parser.add_argument("url")
-    args = parser.parse_args()
-
-    timer = start_watchdog("sdk_http_driver", args.timeout + 15)
-    wire = Wire()
-    summary: dict[str, Any] = {"mode": args.mode}
-    errors: list[str] = []
-    anyio.run(main_async, args, wire, summary, errors)
-    timer.cancel()
-    summary["sent"] = wire.sent()
-    if errors:
-        sys.stderr.write(summary.pop("traceback", ""))
-        sys.stderr.write("--- partial summary ---\n" + json.dumps(summary, default=str)[:4000] + "\n")
-        write_wire_trace(wire, 600)
-        sys.stderr.write("sdk_http_driver: FAILED\n" + "".join(f"  - {e}\n" for e in errors))
-        return 1
-    sys.stdout.write(json.dumps(summary, default=str) + "\n")
-    return 0
+    return drive_url("sdk_http_driver", __doc__.split("\n\n")[0], run)
 
 
 if __name__ == "__main__":
