@@ -57,18 +57,17 @@ class Principal:
     """When it expires (`exp`), in seconds since the epoch."""
     claims: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Everything the token (or the introspection answer) said, read-only."""
+    key: str = field(init=False, repr=False, compare=False)
+    """The caller's identity, stable across token refreshes: issuer, subject and client. A session
+    or a `requestState` made for one key is refused to any other. (Made once: every request of a
+    session and every sealed state asks for it.)"""
 
     def __post_init__(self) -> None:
         if not isinstance(self.scopes, frozenset):
             object.__setattr__(self, "scopes", frozenset(self.scopes))
         if not isinstance(self.claims, MappingProxyType):
             object.__setattr__(self, "claims", MappingProxyType(dict(self.claims)))
-
-    @property
-    def key(self) -> str:
-        """The caller's identity, stable across token refreshes: issuer, subject and client. A
-        session or a `requestState` made for one key is refused to any other."""
-        return "\x00".join(part or "" for part in (self.issuer, self.subject, self.client_id))
+        object.__setattr__(self, "key", "\x00".join(part or "" for part in (self.issuer, self.subject, self.client_id)))
 
     def has_scopes(self, needed: Iterable[str]) -> bool:
         """Whether this principal holds every scope in `needed`."""
