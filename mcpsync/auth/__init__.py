@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .credentials import BearerToken, HttpCredentials
 from .principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 from .resource import Auth, AuthRefusal
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Auth",
     "AuthRefusal",
+    "BearerToken",
+    "HttpCredentials",
     "InsufficientScope",
     "IntrospectionVerifier",
     "InvalidToken",
