@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ._input_required import MAX_INPUT_ROUNDS
 from ._server_requests import Handler
@@ -14,6 +14,9 @@ from .listen import ResourceUpdated as ResourceUpdated
 from .session import DEFAULT_TIMEOUT
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
+
+if TYPE_CHECKING:
+    from ..auth.credentials import HttpCredentials
 
 
 def connect(
@@ -25,6 +28,7 @@ def connect(
     cwd: str | os.PathLike[str] | None = None,
     stderr: IO[Any] | int | None = None,
     headers: Mapping[str, str] | None = None,
+    auth: HttpCredentials | None = None,
     client_info: Mapping[str, Any] | None = None,
     roots: Handler | None = None,
     sampling: Handler | None = None,
@@ -45,7 +49,10 @@ def connect(
         mode: "auto" (probe 2026-07-28, fall back to the handshake era), "legacy" or "modern".
         timeout: the default deadline of every call, in seconds.
         env, cwd, stderr: for the child process (env adds to this process's environment).
-        headers: for the HTTP endpoint, sent with every request (e.g. Authorization).
+        headers: for the HTTP endpoint, sent with every request.
+        auth: for the HTTP endpoint, credentials whose `Authorization` header goes with every
+            request and which may log in when the server asks (`mcpsync.auth.BearerToken`,
+            `mcpsync.auth.oauth.OAuth`, `ClientCredentials`, or your own `HttpCredentials`).
 
     The other keyword arguments (client_info, roots, sampling, elicitation, on_log, on_change,
     on_lost, log_level, max_input_rounds, elicitation_modes, roots_list_changed) are those of
@@ -56,7 +63,7 @@ def connect(
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
-    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=headers, timeout=timeout)
+    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=headers, auth=auth, timeout=timeout)
     return ClientSession(
         connection,
         mode=mode,
@@ -82,6 +89,7 @@ def connection_for(
     cwd: str | os.PathLike[str] | None = None,
     stderr: IO[Any] | int | None = None,
     headers: Mapping[str, str] | None = None,
+    auth: HttpCredentials | None = None,
     timeout: float = 30.0,
 ) -> Any:
     """The connection for a target: a command list → a child process; an http(s) URL → HTTP."""
@@ -89,6 +97,8 @@ def connection_for(
         if target.startswith(("http://", "https://")):
             from .http import HttpConnection
 
-            return HttpConnection(target, headers=dict(headers or {}), timeout=timeout)
+            return HttpConnection(target, headers=dict(headers or {}), auth=auth, timeout=timeout)
         raise TypeError("pass a command as a list of program and arguments (e.g. ['mcpsync', 'serve']) or an http(s) URL")
+    if auth is not None:
+        raise TypeError("auth= is for an http(s) URL: a child process takes its credentials from its environment (env=)")
     return StdioConnection(target, env=env, cwd=cwd, stderr=stderr)

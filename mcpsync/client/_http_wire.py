@@ -9,10 +9,11 @@ decisions (eras, sessions, which failure means what).
 from __future__ import annotations
 
 import http.client
+import io
 import logging
 import socket
 import ssl
-from typing import Any
+from typing import Any, Protocol
 
 import ujson
 
@@ -39,6 +40,54 @@ class Unreachable(McpsyncError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class NotAuthorized(McpsyncError):
+    """The credentials could not get a token the server accepts (a login that failed, metadata
+    that does not check out): `reason` says why, without a secret. The connection fails the
+    request with it; the server was reached, so nothing is lost."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Answer(Protocol):
+    """What the connection reads of an HTTP response: an `http.client.HTTPResponse`, or a refusal
+    already read (`Refusal`) once the credentials have had their say."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    def getheader(self, name: str) -> str | None: ...
+
+    def read(self, amt: int | None = None) -> bytes: ...
+
+    def read1(self, n: int = -1) -> bytes: ...
+
+
+class Refusal:
+    """A 401 or 403 response read whole (it is small), so its connection can be closed while the
+    credentials log in, and then read like the response it was."""
+
+    def __init__(self, response: http.client.HTTPResponse, limit: int = 64 * 1024) -> None:
+        self.status = response.status
+        self.reason = response.reason
+        self._headers = response.headers
+        self._body = io.BytesIO(response.read(limit))
+
+    def getheader(self, name: str, default: str | None = None) -> str | None:
+        value = self._headers.get(name)
+        return default if value is None else str(value)
+
+    def read(self, amt: int | None = None) -> bytes:
+        return self._body.read(amt)
+
+    def read1(self, n: int = -1) -> bytes:
+        return self._body.read1(n)
 
 
 class Stream:
@@ -76,7 +125,7 @@ def shut(stream: Stream) -> None:
             pass
 
 
-def media_type(response: http.client.HTTPResponse) -> str:
+def media_type(response: Answer) -> str:
     return (response.getheader("Content-Type") or "").split(";", 1)[0].strip().lower()
 
 
@@ -84,7 +133,7 @@ def is_json(media_type: str) -> bool:
     return media_type in ("application/json", "") or media_type.endswith("+json")
 
 
-def read_body(response: http.client.HTTPResponse, limit: int = MAX_BODY_BYTES) -> bytes:
+def read_body(response: Answer, limit: int = MAX_BODY_BYTES) -> bytes:
     body = response.read(limit + 1)
     if len(body) > limit:
         raise TooLarge(f"the server sent a body over {limit} bytes")

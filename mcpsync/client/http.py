@@ -44,13 +44,30 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._pool import WorkerPool
-from ..errors import ConnectionLost
+from ..auth.credentials import MAX_AUTH_RETRIES, HttpCredentials
+from ..errors import ConnectionLost, McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Message, Response
 from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.sse import SseParser, TooLarge
 from ._http_headers import checked_headers, merged, routing_headers
-from ._http_wire import Aborted, Exchange, Stream, Unreachable, describe, is_json, media_type, messages_from, read_body, same_id, shut, snippet
+from ._http_wire import (
+    Aborted,
+    Answer,
+    Exchange,
+    NotAuthorized,
+    Refusal,
+    Stream,
+    Unreachable,
+    describe,
+    is_json,
+    media_type,
+    messages_from,
+    read_body,
+    same_id,
+    shut,
+    snippet,
+)
 
 log = logging.getLogger("mcpsync.client")
 
@@ -87,6 +104,10 @@ class HttpConnection:
         sse_read_timeout: seconds a response may stay silent (waiting for it, or between events of
             a stream) before the request fails.
         ssl_context: for https; the default verifies certificates against the system store.
+        auth: credentials (`BearerToken`, `OAuth`, ...; see `HttpCredentials`): their
+            `Authorization` header goes with every request, in place of one in `headers`, and a
+            request refused 401 or 403 is sent again when they say so (after a login, a refresh,
+            a step-up), at most MAX_AUTH_RETRIES times.
 
     Raises ValueError for a URL that is not http(s) or has no host, and for malformed headers.
     """
@@ -99,6 +120,7 @@ class HttpConnection:
         timeout: float = 30.0,
         sse_read_timeout: float = 300.0,
         ssl_context: ssl.SSLContext | None = None,
+        auth: HttpCredentials | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
@@ -123,6 +145,11 @@ class HttpConnection:
         if not self._target.isascii() or any(c.isspace() or not c.isprintable() for c in self._target):
             raise ValueError(f"the path of {url!r} must be percent-encoded ASCII")
         self._user_headers = checked_headers(headers or {})
+        if auth is not None:
+            if not (callable(getattr(auth, "authorization", None)) and callable(getattr(auth, "refused", None))):
+                raise TypeError("auth must have authorization() and refused() (see mcpsync.auth.HttpCredentials)")
+            self._user_headers = {name: value for name, value in self._user_headers.items() if name.lower() != "authorization"}
+        self._auth = auth
         self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}  # tool name -> its Mcp-Param-* headers
         self._ssl_context = ssl_context
         self._lock = threading.Lock()
@@ -243,6 +270,8 @@ class HttpConnection:
                     self._lose(ConnectionLost(f"cannot connect to {self.url}: {exc.reason}"))
             except TooLarge as exc:
                 self._fail(exchange, str(exc))
+            except NotAuthorized as exc:
+                self._fail(exchange, f"{exchange.method} is not authorized at {self.url}: {exc.reason}")
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self._fail(exchange, f"{exchange.method} failed: {describe(exc)}")
             if not exchange.answered:
@@ -259,7 +288,7 @@ class HttpConnection:
                 del self._exchanges[exchange.request_id]
         self._release(exchange.stream, conn)
 
-    def _answer(self, exchange: Exchange, response: http.client.HTTPResponse) -> SseParser | None:
+    def _answer(self, exchange: Exchange, response: Answer) -> SseParser | None:
         """Deliver what one HTTP response says about `exchange`; returns the SSE parser when the
         answer was a stream (for resuming it), else None."""
         status = response.status
@@ -309,7 +338,7 @@ class HttpConnection:
                     stream.sock = None
                 conn.close()
 
-    def _pump(self, response: http.client.HTTPResponse, parser: SseParser, exchange: Exchange | None) -> int:
+    def _pump(self, response: Answer, parser: SseParser, exchange: Exchange | None) -> int:
         """Read events until the stream ends, or (for a request) until its response arrived;
         returns how many bytes came (keep-alive comments included)."""
         received = 0
@@ -350,7 +379,7 @@ class HttpConnection:
         error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": reason, "data": data}
         self._emit(Response(exchange.request_id, None, error))
 
-    def _capture_session(self, response: http.client.HTTPResponse) -> None:
+    def _capture_session(self, response: Answer) -> None:
         session_id = response.getheader("Mcp-Session-Id")
         if session_id is None:
             return
@@ -423,7 +452,7 @@ class HttpConnection:
                 log.warning("%s refused %s: HTTP %d %s %s", self.url, what, status, response.reason, detail)
         except Aborted as exc:
             raise ConnectionLost("the connection is closed") from exc
-        except Unreachable as exc:
+        except (Unreachable, NotAuthorized) as exc:
             raise ConnectionLost(f"cannot send {what} to {self.url}: {exc.reason}") from exc
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise ConnectionLost(f"cannot send {what} to {self.url}: {describe(exc)}") from exc
@@ -477,7 +506,7 @@ class HttpConnection:
                     return
                 except TimeoutError:
                     pass  # silent for sse_read_timeout: reconnect
-                except (Unreachable, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
+                except (Unreachable, NotAuthorized, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
                     log.debug("the GET stream of %s failed: %s", self.url, exc)
                     fruitless += 1
                     unreachable = exc if isinstance(exc, Unreachable) else None
@@ -500,7 +529,7 @@ class HttpConnection:
             conn, response = self._open("DELETE", headers, None, stream, timeout, timeout)
             response.read(4096)
             log.debug("DELETE of the session at %s: HTTP %d", self.url, response.status)
-        except (Aborted, Unreachable, OSError, http.client.HTTPException, ValueError) as exc:
+        except (Aborted, Unreachable, NotAuthorized, OSError, http.client.HTTPException, ValueError) as exc:
             log.debug("DELETE of the session at %s failed: %s", self.url, exc)
         finally:
             if conn is not None:
@@ -541,6 +570,40 @@ class HttpConnection:
         return merged(self._user_headers, own)
 
     def _open(
+        self,
+        method: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        stream: Stream,
+        read_timeout: float,
+        connect_timeout: float | None = None,
+    ) -> tuple[http.client.HTTPConnection, Answer]:
+        """`_send`, with the credentials' `Authorization`: a 401 or 403 is read whole and shown to
+        them, and the request goes again while they say so (a login, a refresh, a step-up ran
+        meanwhile), at most MAX_AUTH_RETRIES times; then the refusal is the answer. Raises
+        NotAuthorized when they could not get a token (their reason, never a secret)."""
+        auth = self._auth
+        if auth is None:
+            return self._send(method, headers, body, stream, read_timeout, connect_timeout)
+        attempt = 0
+        while True:
+            sent = auth.authorization(self.url)
+            conn, response = self._send(method, {**headers, "Authorization": sent} if sent else headers, body, stream, read_timeout, connect_timeout)
+            if response.status not in (401, 403) or attempt >= MAX_AUTH_RETRIES:
+                return conn, response
+            attempt += 1
+            refusal = Refusal(response)
+            with self._lock:
+                stream.sock = None
+            conn.close()  # not held open while a login may take minutes
+            try:
+                again = auth.refused(self.url, refusal.status, refusal.getheader("WWW-Authenticate"), sent)
+            except McpsyncError as exc:
+                raise NotAuthorized(str(exc)) from None
+            if not again or stream.aborted or self._stopping():
+                return conn, refusal
+
+    def _send(
         self,
         method: str,
         headers: dict[str, str],
