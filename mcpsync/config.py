@@ -15,7 +15,11 @@ Strategy: two formats are read into one `GatewayConfig`. mcpsync's own TOML::
 
     [upstreams.remote]
     url = "http://127.0.0.1:8000/mcp"
-    headers = { Authorization = "Bearer ..." }
+    headers = { Accept-Language = "en" }
+    auth = { type = "oauth", scopes = ["mcp:tools"] }   # the tokens `mcpsync login URL` stored
+    # or { type = "bearer", token_env = "REMOTE_TOKEN" }
+    # or { type = "client_credentials", client_id = "gateway", client_secret_env = "GW_SECRET" }
+    #    (or private_key_file = "gateway.pem", signing_algorithm = "ES256", for private_key_jwt)
 
     [auth]                    # serve --http only: bearer tokens checked as an OAuth resource server
     resource = "https://mcp.example.com/mcp"       # this endpoint's URL: the tokens' audience
@@ -26,6 +30,11 @@ Strategy: two formats are read into one `GatewayConfig`. mcpsync's own TOML::
 and the `mcpServers` JSON of Claude Desktop, Cursor and VS Code (`{"mcpServers": {NAME: {"command":
 ..., "args": [...], "env": {...}} | {"url": ..., "headers": {...}}}}`, VS Code's `"servers"` too).
 Every problem is a `ConfigError` naming the file, the line (when it can be found) and the key.
+
+An upstream's `auth` is the gateway's own credentials for it (never its clients' tokens, which
+the spec forbids passing on): secrets are named, not written (`token_env`, `client_secret_env`:
+environment variables; `private_key_file`, relative to the config file), and an OAuth upstream is
+not logged in to from the gateway unless `interactive = true` (log in first: `mcpsync login URL`).
 
 `[auth]` holds what the `--auth-*` options of `serve` say (an option overrides its key): a relative
 `token_file` is read from the config file's directory, as the file is meant to travel with it; the
@@ -49,7 +58,14 @@ from .auth.principal import is_scope
 from .errors import McpsyncError
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
-_UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport"}
+_UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport", "auth"}
+UPSTREAM_AUTH_TYPES = {
+    "bearer": ({"token_env"}, set()),
+    "oauth": (set(), {"client_id", "client_secret_env", "client_metadata_url", "scopes", "interactive"}),
+    "client_credentials": ({"client_id"}, {"client_secret_env", "private_key_file", "signing_algorithm", "scopes"}),
+}
+"""Each upstream auth `type`: the keys it needs and the keys it may have (besides `type`)."""
+_NAMED_SECRETS = {"token": "token_env", "client_secret": "client_secret_env", "private_key": "private_key_file"}
 MODES = ("auto", "legacy", "modern")
 AUTH_SOURCES = ("jwks_url", "introspection_url", "token_file")
 """The `[auth]` keys naming how tokens are checked: a table (with its options) gives exactly one."""
@@ -76,6 +92,23 @@ class UpstreamConfig:
     mode: str = "auto"
     timeout: float = 60.0
     roots: list[dict[str, str]] | None = None
+    auth: UpstreamAuth | None = None
+    """The gateway's own credentials for this upstream (an http(s) one)."""
+
+
+@dataclass
+class UpstreamAuth:
+    """An upstream's `auth` table: how the gateway authorizes itself there (see the module docstring)."""
+
+    type: str
+    token_env: str | None = None
+    client_id: str | None = None
+    client_secret_env: str | None = None
+    client_metadata_url: str | None = None
+    private_key_file: str | None = None
+    signing_algorithm: str | None = None
+    scopes: list[str] | None = None
+    interactive: bool = False
 
 
 @dataclass
@@ -209,10 +242,15 @@ class _Reader:
                 if header.search(line) or json_key.search(line):
                     start = number
                     break
-        pattern = re.compile(r'^\s*"?' + re.escape(leaf) + r'"?\s*[=:]')
-        for number in range(start, len(self.lines)):
-            if pattern.search(self.lines[number]):
-                return number + 1
+        # The leaf's own line, else (a key inside an inline table: `auth = { type = ... }`) the
+        # line of the key that holds it, and so on outwards.
+        parts = key.split(".")
+        inner = parts[len(table.split(".")):] if table and key.startswith(table + ".") else [leaf]
+        for name in reversed(inner or [leaf]):
+            pattern = re.compile(r'^\s*"?' + re.escape(name) + r'"?\s*[=:]')
+            for number in range(start, len(self.lines)):
+                if pattern.search(self.lines[number]):
+                    return number + 1
         return start + 1 if table else None
 
     # -- TOML ----------------------------------------------------------------------------------
@@ -360,7 +398,50 @@ class _Reader:
                 upstream.roots = list(parse_roots(spec["roots"]))
             except ValueError as exc:
                 raise self.fail(f"{table}.roots", str(exc), table) from None
+        if "auth" in spec:
+            if upstream.url is None:
+                raise self.fail(f"{table}.auth", "is for an http(s) upstream: a command takes its credentials from env", table)
+            upstream.auth = self._upstream_auth(spec["auth"], f"{table}.auth", table)
         return upstream
+
+    def _upstream_auth(self, value: Any, key: str, table: str) -> UpstreamAuth:
+        """An upstream's `auth` table: its `type`, the keys that type needs, and nothing else."""
+        if not isinstance(value, dict):
+            raise self.fail(key, "must be a table with a type (bearer, oauth or client_credentials)", table)
+        kind = value.get("type")
+        if kind not in UPSTREAM_AUTH_TYPES:
+            raise self.fail(f"{key}.type", f"must be one of {', '.join(UPSTREAM_AUTH_TYPES)}", table)
+        needed, optional = UPSTREAM_AUTH_TYPES[kind]
+        for name in value:
+            if name in _NAMED_SECRETS:
+                raise self.fail(f"{key}.{name}", f"secrets are not written in a config file: name it with {_NAMED_SECRETS[name]}", table)
+            if name != "type" and name not in needed | optional:
+                raise self.fail(f"{key}.{name}", f"not a setting of {kind} auth (expected {', '.join(sorted(needed | optional))})", table)
+        for name in sorted(needed - set(value)):
+            raise self.fail(key, f"{kind} auth needs {name}", table)
+        auth = UpstreamAuth(type=kind)
+        for name, given in value.items():
+            if name in ("type", "scopes", "interactive"):
+                continue
+            if not isinstance(given, str) or not given.strip():
+                raise self.fail(f"{key}.{name}", "must be a non-empty string", table)
+            setattr(auth, name, given)
+        if "scopes" in value:
+            auth.scopes = self._strings(value["scopes"], f"{key}.scopes", table)
+            for scope in auth.scopes:
+                if problem := scope_problem(scope):
+                    raise self.fail(f"{key}.scopes", problem, table)
+        if "interactive" in value:
+            if not isinstance(value["interactive"], bool):
+                raise self.fail(f"{key}.interactive", "must be true or false", table)
+            auth.interactive = value["interactive"]
+        if kind == "client_credentials" and (auth.client_secret_env is None) == (auth.private_key_file is None):
+            raise self.fail(key, "client_credentials auth needs one of client_secret_env or private_key_file", table)
+        if auth.private_key_file is not None:
+            auth.private_key_file = str(Path(self.path).parent / Path(auth.private_key_file).expanduser())
+        if auth.client_metadata_url is not None and (problem := url_problem(auth.client_metadata_url)):
+            raise self.fail(f"{key}.client_metadata_url", problem, table)
+        return auth
 
     def _strings(self, value: Any, key: str, table: str | None) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):

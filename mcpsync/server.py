@@ -41,6 +41,7 @@ from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 
 if TYPE_CHECKING:
+    from .auth.credentials import HttpCredentials
     from .auth.resource import Auth
     from .gateway.remote import RemoteSource
     from .transport.http import WsgiTransport
@@ -168,9 +169,12 @@ class Server:
         deny: Iterable[str] = (),
         timeout: float = 60.0,
         roots: Iterable[str | Mapping[str, str]] | None = None,
+        auth: HttpCredentials | None = None,
     ) -> RemoteSource:
         """Proxy an upstream MCP server behind this one: `target` is a command list (started as
-        a child, with `env` and `cwd`) or an http(s) URL (with `headers`).
+        a child, with `env` and `cwd`) or an http(s) URL (with `headers`, and `auth`: this
+        gateway's own credentials there, such as `BearerToken` or `OAuth`; the tokens of this
+        server's clients are never passed on).
 
         Its tools and prompts (named `prefix + name`; `allow`/`deny` filter tools by their
         upstream names) and its resources join the catalog after the local ones; local entries
@@ -205,7 +209,7 @@ class Server:
             roots=fixed_roots,
         )
         remote = upstream_source(
-            name, target, options, env=env, cwd=cwd, headers=headers, mode=mode, timeout=timeout, client_roots=self._client_roots
+            name, target, options, env=env, cwd=cwd, headers=headers, auth=auth, mode=mode, timeout=timeout, client_roots=self._client_roots
         )
         self.catalog.add_remote(remote)
         return remote

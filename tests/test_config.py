@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import mcpsync.config
-from mcpsync.config import AuthConfig, ConfigError, GatewayConfig, UpstreamConfig, load_config, upstream_from_argument
+from mcpsync.config import AuthConfig, ConfigError, GatewayConfig, UpstreamAuth, UpstreamConfig, load_config, upstream_from_argument
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -139,6 +139,26 @@ def test_an_auth_table_is_read_with_its_token_file_next_to_the_config(tmp_path: 
         authorization_servers=["https://login.example.com/realms/mcp", "https://other.example.com"],
         scopes=["mcp:tools", "files:read"],
     )
+
+
+def test_an_upstreams_auth_names_its_secrets_and_reads_its_key_file_next_to_the_config(tmp_path: Path) -> None:
+    path = write(tmp_path, "gw.toml", """
+        [upstreams.saas]
+        url = "https://mcp.example.com/mcp"
+        auth = { type = "oauth", client_id = "gateway", scopes = ["mcp:tools"], interactive = true }
+
+        [upstreams.api]
+        url = "https://api.example.com/mcp"
+        auth = { type = "bearer", token_env = "API_TOKEN" }
+
+        [upstreams.robot]
+        url = "https://robot.example.com/mcp"
+        auth = { type = "client_credentials", client_id = "gw", private_key_file = "keys/gw.pem", signing_algorithm = "RS256" }
+    """)
+    saas, api, robot = load_config(path).upstreams
+    assert saas.auth == UpstreamAuth(type="oauth", client_id="gateway", scopes=["mcp:tools"], interactive=True)
+    assert api.auth == UpstreamAuth(type="bearer", token_env="API_TOKEN")
+    assert robot.auth == UpstreamAuth(type="client_credentials", client_id="gw", private_key_file=str(tmp_path / "keys" / "gw.pem"), signing_algorithm="RS256")
 
 
 def test_the_auth_table_names_the_resource_and_a_scope_hierarchy(tmp_path: Path) -> None:
@@ -308,6 +328,16 @@ BAD_TOML = [
     ('[auth]\njwks_url = "https://as/jwks"\ntoken_file = "t"\n', 3, "auth.token_file", "not both jwks_url and token_file"),
     ('[upstreams.a]\nurl = "https://h/mcp"\n\n[auth]\nresource = "https://h/mcp"\nurl = "x"\n', 6, "auth.url", "unknown auth setting"),
     ('[auth]\nresource_name = 3\n', 2, "auth.resource_name", "must be a non-empty string"),
+    ('[upstreams.a]\ncommand = ["x"]\nauth = { type = "bearer", token_env = "T" }\n', 3, "upstreams.a.auth", "is for an http(s) upstream"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = "Bearer x"\n', 3, "upstreams.a.auth", "must be a table with a type"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "basic" }\n', 3, "upstreams.a.auth.type", "must be one of bearer, oauth, client_credentials"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "bearer", token = "s3cret" }\n', 3, "upstreams.a.auth.token", "name it with token_env"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "bearer" }\n', 3, "upstreams.a.auth", "bearer auth needs token_env"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "oauth", token_env = "T" }\n', 3, "upstreams.a.auth.token_env", "not a setting of oauth auth"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "oauth", interactive = "yes" }\n', 3, "upstreams.a.auth.interactive", "must be true or false"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "oauth", scopes = ["a b"] }\n', 3, "upstreams.a.auth.scopes", "is not a scope"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "client_credentials", client_id = "gw" }\n', 3, "upstreams.a.auth", "needs one of client_secret_env or private_key_file"),
+    ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "client_credentials", client_id = "gw", client_secret = "x" }\n', 3, "upstreams.a.auth.client_secret", "name it with client_secret_env"),
     ('[auth]\nscope_implies = ["admin"]\n', 2, "auth.scope_implies", "must be a table of scopes"),
     ('[auth]\nscope_implies = { "sup er" = ["admin"] }\n', 2, "auth.scope_implies", "'sup er' is not a scope"),
     ('[auth]\nscope_implies = { admin = "files:read" }\n', 2, "auth.scope_implies", "admin: must be a list of scopes"),

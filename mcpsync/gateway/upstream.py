@@ -10,12 +10,15 @@ whose answers the relay carries to the call's client, or, outside a call, gives 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..client.session import ClientSession
 from ..protocol.versions import Era
 from .relay import ClientRoots
 from .remote import RemoteOptions, RemoteSource
+
+if TYPE_CHECKING:
+    from ..auth.credentials import HttpCredentials
 
 
 class UpstreamSession(ClientSession):
@@ -37,6 +40,7 @@ def upstream_source(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     headers: Mapping[str, str] | None = None,
+    auth: HttpCredentials | None = None,
     mode: str = "auto",
     timeout: float = 60.0,
     client_roots: ClientRoots | None = None,
@@ -50,7 +54,7 @@ def upstream_source(
         # each question against that client's own capabilities.
         handlers = remote.question_handlers()
         return UpstreamSession(
-            connection_for(target, env=env, cwd=cwd, headers=headers),
+            connection_for(target, env=env, cwd=cwd, headers=headers, auth=auth),
             mode=mode,
             timeout=timeout,
             on_change=on_change,
