@@ -8,8 +8,14 @@ cancelled on the wire and `CallTimeout` is raised. When the connection is lost, 
 fails at once with `ConnectionLost`.
 
 Opening (`mode`): "auto" probes `server/discover` and falls back to `initialize` when the server
-does not speak 2026-07-28 (a -32022 naming a version we speak re-probes with it); "legacy" and
-"modern" force an era.
+does not speak 2026-07-28; "legacy" and "modern" force an era.
+
+Two 2026-07-28 rules live here, since they concern what a request means rather than how it travels:
+a request the server refuses for its protocol version (-32022, `data.supported` naming a version we
+speak) is sent once more with that version, which the session then keeps (`request()`); and over
+HTTP a tool whose `x-mcp-header` annotations are invalid is left out of `list_tools()` with a warning
+and refused by `call_tool()` before anything is sent (`InvalidTool`), as the transport spec requires:
+its calls could not carry the headers the server checks.
 
 Questions from the server (elicitation, sampling, roots) reach the same callbacks in both eras: as
 JSON-RPC requests in the handshake era (answered off the reader thread, on a bounded pool: see
@@ -31,6 +37,7 @@ from .._version import __version__
 from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
+from ..protocol.param_headers import split_invalid_tools
 from ..protocol.versions import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -61,7 +68,10 @@ PROBE_TIMEOUT = 10.0
 MODES = ("auto", "legacy", "modern")
 
 
-
+class InvalidTool(ProtocolViolation, ValueError):
+    """The server's definition of this tool breaks the protocol's rules (over HTTP in 2026-07-28:
+    invalid `x-mcp-header` annotations), so it was left out of `list_tools()` and `call_tool()`
+    refused it without sending anything. Retrying helps only once the server fixes the tool."""
 
 
 _CHANGE_METHODS = frozenset(
@@ -189,6 +199,7 @@ class ClientSession:
         self._closed = False
         self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
         self._asked = ServerRequests(self._handlers, self._connection)  # answers the server's requests
+        self._invalid_tools: dict[str, str] = {}  # name -> why, from the last list_tools(); under self._lock
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -214,17 +225,10 @@ class ClientSession:
 
     def _discover(self, version: str, *, fall_back: bool) -> None:
         self.era, self.protocol_version = Era.MODERN, version
-        try:
+        try:  # a -32022 naming a version we speak has been retried with it by request()
             result = self.request("server/discover", {}, timeout=min(self.timeout, PROBE_TIMEOUT))
         except McpError as exc:
-            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            if exc.code == ErrorCode.UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list):
-                ours = [v for v in MODERN_VERSIONS if v in supported]
-                if ours and ours[0] != version:
-                    return self._discover(ours[0], fall_back=fall_back)
-                if not fall_back:
-                    raise
-            elif not fall_back:
+            if not fall_back:
                 raise
             log.debug("server/discover failed (%s); falling back to initialize", exc)
             return self._initialize()
@@ -285,8 +289,36 @@ class ClientSession:
     ) -> dict[str, Any]:
         """Send a request and wait for its result; raises McpError for an error answer,
         CallTimeout at the deadline (after cancelling the request), ConnectionLost if the server
-        goes away."""
-        return self.start_request(method, params, progress=progress, timeout=timeout).result(timeout)
+        goes away.
+
+        In 2026-07-28, a request refused for its protocol version (-32022) whose `data.supported`
+        names a version this client speaks is sent once more, with a new id, with the first such
+        version (in this client's order of preference), and the session speaks that version from
+        then on. Once: a second refusal is raised. Both tries share the one deadline."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        try:
+            return self.start_request(method, params, progress=progress, timeout=timeout).result(timeout)
+        except McpError as exc:
+            version = self._version_to_retry(exc)
+            if version is None:
+                raise
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise
+            log.info("%s: the server refused protocol version %s; retrying with %s", method, self.protocol_version, version)
+            self.protocol_version = version
+            return self.start_request(method, params, progress=progress, timeout=remaining).result(remaining)
+
+    def _version_to_retry(self, refusal: McpError) -> str | None:
+        """The version to send a request again with after `refusal`, or None: not a 2026-07-28
+        version refusal, or the server supports no version this client speaks."""
+        if self.era is not Era.MODERN or refusal.code != ErrorCode.UNSUPPORTED_PROTOCOL_VERSION:
+            return None
+        supported = refusal.data.get("supported") if isinstance(refusal.data, dict) else None
+        if not isinstance(supported, list):
+            return None
+        return next((version for version in MODERN_VERSIONS if version in supported), None)
 
     def start_request(
         self,
@@ -410,12 +442,22 @@ class ClientSession:
             seen.add(cursor)
 
     def list_tools(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        """Every tool, following pagination. (Over HTTP, the connection also learns which
-        arguments a 2026-07-28 call repeats as `Mcp-Param-*` headers.)"""
+        """Every tool, following pagination. Over HTTP in 2026-07-28, the connection also learns
+        which arguments a call repeats as `Mcp-Param-*` headers, and a tool whose `x-mcp-header`
+        annotations are invalid is left out, with a warning naming it and the reason (the spec's
+        rule: its calls could not carry the headers; `call_tool` refuses it, see `InvalidTool`)."""
         tools = self._list_all("tools/list", "tools", timeout)
         know_tools = getattr(self._connection, "know_tools", None)
-        if know_tools is not None:
-            know_tools(tools)
+        if know_tools is None:
+            return tools
+        invalid: dict[str, str] = {}
+        if self.era is Era.MODERN:
+            tools, invalid = split_invalid_tools(tools)
+            for name, reason in invalid.items():
+                log.warning("leaving out tool %r: %s", name, reason)
+        with self._lock:
+            self._invalid_tools = invalid
+        know_tools(tools)
         return tools
 
     def call_tool(
@@ -427,7 +469,9 @@ class ClientSession:
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """Call a tool; returns its `CallToolResult` (check `isError` for tool failures).
-        In 2026-07-28 an `input_required` answer is followed (see the class docstring)."""
+        In 2026-07-28 an `input_required` answer is followed (see the class docstring).
+        Raises `InvalidTool`, sending nothing, for a tool the last `list_tools()` left out."""
+        self._refuse_invalid(name)
         params = {"name": name, "arguments": dict(arguments or {})}
         try:
             return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
@@ -438,9 +482,16 @@ class ClientSession:
             if exc.code != ErrorCode.HEADER_MISMATCH or knows_tool is None or knows_tool(name):
                 raise
             self.list_tools(timeout=timeout)
+            self._refuse_invalid(name)
             if not knows_tool(name):
                 raise
             return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
+
+    def _refuse_invalid(self, name: str) -> None:
+        with self._lock:
+            reason = self._invalid_tools.get(name)
+        if reason is not None:
+            raise InvalidTool(f"tool {name!r} was left out of list_tools() and is not called: {reason}")
 
     def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("prompts/list", "prompts", timeout)

@@ -5,7 +5,7 @@ Strategy: pure functions of a tool's `inputSchema`. A property annotated `x-mcp-
 reachable from the root through `properties` alone, of type string, integer or boolean, is sent as
 the header `Mcp-Param-TOKEN` (its value rendered as the client writes it) whenever the argument is
 present. A schema whose annotations are invalid has no such headers at all: conforming clients
-drop such a tool, and a server does not check it.
+drop such a tool (`split_invalid_tools`), and a server does not check it.
 """
 
 from __future__ import annotations
@@ -99,11 +99,29 @@ def invalid_annotation(schema: Any) -> str | None:
             return f"{X_MCP_HEADER} outside a chain of properties"
         where = ".".join(path)
         token = node[X_MCP_HEADER]
-        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            return f"property {where!r}: {X_MCP_HEADER} must be an HTTP token"
+        if not isinstance(token, str):
+            return f"property {where!r}: {X_MCP_HEADER} must be a string"
+        if not token:
+            return f"property {where!r}: {X_MCP_HEADER} is empty"
+        if not _TOKEN.fullmatch(token):
+            return f"property {where!r}: {X_MCP_HEADER} {token!r} is not an HTTP field name (ASCII letters, digits and !#$%&'*+-.^_`|~ only)"
         if node.get("type") not in _HEADER_TYPES:
             return f"property {where!r}: {X_MCP_HEADER} is allowed on string, integer and boolean properties only"
         if token.lower() in seen:
             return f"property {where!r}: {X_MCP_HEADER} {token!r} repeats that of {seen[token.lower()]!r}"
         seen[token.lower()] = where
     return None
+
+
+def split_invalid_tools(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(the listed tools whose annotations are valid, in order; name -> why for the others): a
+    2026-07-28 client over HTTP MUST leave the others out of its tool list."""
+    kept: list[dict[str, Any]] = []
+    invalid: dict[str, str] = {}
+    for tool in tools:
+        reason = invalid_annotation(tool.get("inputSchema")) if isinstance(tool, dict) else None
+        if reason is None:
+            kept.append(tool)
+        else:
+            invalid[str(tool.get("name"))] = reason
+    return kept, invalid
