@@ -1,4 +1,11 @@
-"""Blocking JSON over HTTP for the verifiers: a GET (the JWKS) and a form POST (introspection).
+"""Blocking JSON over HTTP for the verifiers and the OAuth client: GETs, form and JSON POSTs.
+
+The verifiers GET a JWKS and POST introspection forms; the OAuth client (`oauth`, `discovery`,
+`tokens`, `registration`) also GETs metadata, POSTs JSON (dynamic client registration) and forms
+(the token endpoint), and needs to know *why* an answer failed: `FetchError.status` is the HTTP
+status (None when there was no answer) and `FetchError.oauth_error` the RFC 6749 section 5.2
+`error` code of a JSON error body (a short registered token such as `invalid_grant`, safe to show;
+the body's `error_description` is never kept, since a server may echo what it was sent).
 
 Strategy: the standard library only (`urllib.request`, so the usual `*_proxy` environment
 variables apply), one request per call, every failure one exception. A verifier runs on the
@@ -32,7 +39,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import McpsyncError
 
-__all__ = ["MAX_BYTES", "USER_AGENT", "FetchError", "JsonReply", "check_url", "get_json", "post_form", "safe_url"]
+__all__ = ["MAX_BYTES", "USER_AGENT", "FetchError", "JsonReply", "check_url", "get_json", "post_form", "post_json", "probe", "safe_url"]
 
 MAX_BYTES = 1 << 20
 """The largest body read (1 MiB); a longer one is a `FetchError`."""
@@ -45,6 +52,13 @@ _CHUNK = 64 * 1024
 class FetchError(McpsyncError):
     """A JSON fetch failed: unreachable, timed out, a non-2xx status, too large, or not JSON.
     Nothing was learnt; a retry later is safe."""
+
+    def __init__(self, message: str, *, status: int | None = None, oauth_error: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status of a non-2xx answer; None when none came (or it was 2xx but unusable)."""
+        self.oauth_error = oauth_error
+        """The `error` code of an OAuth JSON error body (`invalid_grant`, ...), when it had one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,41 @@ def post_form(url: str, fields: Mapping[str, str], *, timeout: float, basic_auth
     return _send(request, timeout=timeout, max_bytes=max_bytes)
 
 
+def post_json(url: str, body: Mapping[str, Any], *, timeout: float, max_bytes: int = MAX_BYTES) -> JsonReply:
+    """POST `body` as JSON to `url` (RFC 7591 client registration) and decode the JSON answer.
+
+    Raises:
+        FetchError: as `get_json`.
+    """
+    headers = _headers()
+    headers["Content-Type"] = "application/json"
+    data = json.dumps(dict(body)).encode("utf-8")
+    request = urllib.request.Request(check_url(url), data=data, method="POST", headers=headers)
+    return _send(request, timeout=timeout, max_bytes=max_bytes)
+
+
+def probe(url: str, body: bytes, *, timeout: float) -> tuple[int, str | None]:
+    """POST `body` (a JSON-RPC message) to `url` without credentials: its status and its
+    `WWW-Authenticate` header (what a protected MCP endpoint says about logging in). Reads no body.
+
+    Raises:
+        FetchError: unreachable or timed out.
+    """
+    headers = {"User-Agent": USER_AGENT, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    request = urllib.request.Request(check_url(url), data=body, method="POST", headers=headers)
+    opener = urllib.request.build_opener(_NoRedirects)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return int(response.status), response.headers.get("WWW-Authenticate")
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return exc.code, exc.headers.get("WWW-Authenticate")
+    except urllib.error.URLError as exc:
+        raise FetchError(f"{safe_url(url)}: unreachable ({exc.reason})") from exc
+    except (OSError, ValueError) as exc:
+        raise FetchError(f"{safe_url(url)}: {type(exc).__name__} while probing") from exc
+
+
 def _headers() -> dict[str, str]:
     return {"Accept": "application/json", "User-Agent": USER_AGENT}
 
@@ -128,9 +177,11 @@ def _send(request: urllib.request.Request, *, timeout: float, max_bytes: int) ->
             body = _read(response, deadline, max_bytes, where)
             max_age = _max_age(response.headers.get_all("Cache-Control") or [])
     except urllib.error.HTTPError as exc:
+        code = _oauth_error_code(exc)
         exc.close()
         extra = " (redirects are not followed)" if 300 <= exc.code < 400 else ""
-        raise FetchError(f"{where}: HTTP {exc.code}{extra}") from exc
+        said = f" ({code})" if code else ""
+        raise FetchError(f"{where}: HTTP {exc.code}{said}{extra}", status=exc.code, oauth_error=code) from exc
     except urllib.error.URLError as exc:
         raise FetchError(f"{where}: unreachable ({exc.reason})") from exc
     except (OSError, ValueError) as exc:  # timeouts, resets, http.client's malformed-response errors
@@ -140,6 +191,20 @@ def _send(request: urllib.request.Request, *, timeout: float, max_bytes: int) ->
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise FetchError(f"{where}: the answer is not JSON") from exc
     return JsonReply(decoded, max_age)
+
+
+def _oauth_error_code(exc: urllib.error.HTTPError) -> str | None:
+    """The `error` of a small JSON error body, if it is a plain code (RFC 6749 section 5.2 allows
+    only %x20-21 / %x23-5B / %x5D-7E; we keep word characters only, at most 64)."""
+    try:
+        raw = exc.read(16 * 1024)
+        decoded = json.loads(raw)
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+    code = decoded.get("error") if isinstance(decoded, dict) else None
+    if isinstance(code, str) and 0 < len(code) <= 64 and all(c.isascii() and (c.isalnum() or c in "_-.") for c in code):
+        return code
+    return None
 
 
 def _read(response: Any, deadline: float, max_bytes: int, where: str) -> bytes:
