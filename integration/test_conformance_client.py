@@ -6,7 +6,8 @@
 scenario the suite starts a mock server (and, for ``auth/*``, a fake authorization server), then the
 client with the server's URL; the mock judges what the client sent. The requirement set scores 18
 and 32 scenarios; the extension ones (``auth/client-credentials-*``, DPoP, ...) and the
-added-after-release one run and are reported here, never scored.
+added-after-release one run and are reported here, never scored, except that the two extensions
+mcpsync implements (the client credentials grant, ``mcpsync.auth.client_credentials``) must pass.
 
 The test fails on any FAILURE check of a scored scenario that
 ``integration/conformance/known-client-failures.txt`` does not list (each entry with its reason; the
@@ -34,6 +35,9 @@ RUNNER = REPO_ROOT / "scripts" / "conformance"
 KNOWN_FAILURES = REPO_ROOT / "integration" / "conformance" / "known-client-failures.txt"
 ERAS = ("2025-11-25", "2026-07-28")
 SCORED = {"2025-11-25": 18, "2026-07-28": 32}  # the requirement sets of suite 0.2.0-alpha.12
+# Unscored, but implemented by mcpsync (ClientCredentials): they must pass too. DPoP, enterprise-managed
+# authorization and workload identity federation are not implemented; they are only reported.
+EXTENSIONS_IMPLEMENTED = ("auth/client-credentials-basic", "auth/client-credentials-jwt")
 RUN_TIMEOUT = 150.0  # installs (~20 s, first run only) and two harness runs of a few seconds each
 
 SCENARIO_LINE = re.compile(r"^scenario (\S+) (pass|FAIL|none) +(\S+) +(\S+)  \((.*)\)$", re.MULTILINE)
@@ -70,6 +74,9 @@ def test_the_client_passes_the_client_requirement_sets(tmp_path: Path) -> None:
         assert eras[era][1] == SCORED[era], f"era {era} scores {eras[era][1]} scenarios, expected {SCORED[era]}\n{report}"
         silent = [name for (e, name), (verdict, kind, _) in scenarios.items() if e == era and kind == "scored" and verdict == "none"]
         assert not silent, f"era {era}: scored scenarios that wrote no results: {silent}\n{report}"
+        for name in EXTENSIONS_IMPLEMENTED:
+            verdict = scenarios.get((era, name), ("none", "", ""))[0]
+            assert verdict == "pass", f"era {era}: the extension {name}, which mcpsync implements, did not pass ({verdict})\n{report}"
     closing = CLOSING_LINE.findall(output)
     assert closing, f"no closing 'conformance: N passed, M failed' line\n{report}"
     failed = int(closing[-1][1])

@@ -307,6 +307,15 @@ def client_credentials_jwt(url: str, context: dict[str, Any], version: str) -> N
     list_and_call_test_tool(url, version, auth)
 
 
+# Extension scenarios for what mcpsync does not implement: the client says so and exits 1.
+NOT_IMPLEMENTED = {
+    "auth/dpop": "mcpsync's OAuth client has no DPoP-bound tokens (RFC 9449)",
+    "auth/dpop-nonce": "mcpsync's OAuth client has no DPoP-bound tokens (RFC 9449)",
+    "auth/enterprise-managed-authorization": "mcpsync has no token exchange for an identity assertion grant (SEP-990)",
+    "auth/wif-jwt-bearer": "mcpsync has no JWT bearer grant for workload identities (RFC 7523 section 2.1)",
+}
+
+
 # -- running one -----------------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
@@ -316,6 +325,9 @@ def main(argv: list[str]) -> int:
         print(f"usage: MCP_CONFORMANCE_SCENARIO=<scenario> {argv[0]} <server-url>", file=sys.stderr)
         print("scenarios: " + ", ".join(sorted(SCENARIOS)), file=sys.stderr)
         return 2
+    if name in NOT_IMPLEMENTED:
+        print(f"{name}: not implemented: {NOT_IMPLEMENTED[name]}", file=sys.stderr)
+        return 1
     handler = SCENARIOS.get(name)
     if handler is None:
         print(f"unknown scenario {name!r}; this client knows: {', '.join(sorted(SCENARIOS))}", file=sys.stderr)
