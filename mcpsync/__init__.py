@@ -34,6 +34,7 @@ from .errors import CallCancelled as CallCancelled
 from .errors import CallTimeout as CallTimeout
 from .errors import ConnectionLost as ConnectionLost
 from .errors import InputRoundsExceeded as InputRoundsExceeded
+from .errors import InvalidTool as InvalidTool
 from .errors import McpsyncError as McpsyncError
 from .errors import MissingCallback as MissingCallback
 from .errors import ProtocolViolation as ProtocolViolation
@@ -91,6 +92,7 @@ __all__ = [
     "InputRequired",
     "InputRoundsExceeded",
     "Interceptor",
+    "InvalidTool",
     "ListChanged",
     "McpError",
     "McpsyncError",

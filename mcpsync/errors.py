@@ -51,3 +51,9 @@ class MissingCallback(ProtocolViolation):
 class InputRoundsExceeded(McpsyncError):
     """The server still answered `input_required` after `max_input_rounds` retries; the call was
     abandoned. Calling again starts over from the first round."""
+
+
+class InvalidTool(ProtocolViolation, ValueError):
+    """The server's definition of this tool breaks the protocol's rules (over HTTP in 2026-07-28:
+    invalid `x-mcp-header` annotations), so it was left out of `list_tools()` and `call_tool()`
+    refused it without sending anything. Retrying helps only once the server fixes the tool."""

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
-from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, ProtocolViolation, SessionClosed
+from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, InvalidTool, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
 from ..protocol.param_headers import split_invalid_tools
@@ -66,12 +66,6 @@ _CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stop
 _CALLBACK_JOIN_TIMEOUT = 2.0  # close() waits this long for callbacks still answering the server
 PROBE_TIMEOUT = 10.0
 MODES = ("auto", "legacy", "modern")
-
-
-class InvalidTool(ProtocolViolation, ValueError):
-    """The server's definition of this tool breaks the protocol's rules (over HTTP in 2026-07-28:
-    invalid `x-mcp-header` annotations), so it was left out of `list_tools()` and `call_tool()`
-    refused it without sending anything. Retrying helps only once the server fixes the tool."""
 
 
 _CHANGE_METHODS = frozenset(

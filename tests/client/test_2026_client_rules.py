@@ -18,7 +18,8 @@ import pytest
 
 from mcpsync.client import session as session_module
 from mcpsync.client.http import HttpConnection
-from mcpsync.client.session import ClientSession, InvalidTool
+from mcpsync.client.session import ClientSession
+from mcpsync.errors import InvalidTool
 from mcpsync.errors import McpsyncError, ProtocolViolation
 from mcpsync.protocol.jsonrpc import McpError
 from mcpsync.protocol.param_headers import invalid_annotation
