@@ -211,8 +211,12 @@ class OAuth:
             challenge = bearer_challenge(www_authenticate) or Challenge("bearer")
             if status == 403:
                 return self._step_up(resource, session, challenge)
-            found = discover(resource, challenge.params.get("resource_metadata"), timeout=self._timeout)
             tokens = session.tokens
+            refreshable = tokens is not None and tokens.refresh_token is not None and sent is not None
+            if not self._interactive and not refreshable:
+                log.info("OAuth: %s needs a login, and this client is not interactive (run: mcpsync login URL)", safe_url(resource))
+                return False
+            found = discover(resource, challenge.params.get("resource_metadata"), timeout=self._timeout)
             same_server = tokens is not None and tokens.issuer == found.server.issuer
             if same_server and sent is not None and self._refresh(resource, session, found):
                 return True
@@ -223,7 +227,7 @@ class OAuth:
                 return False
             if not self._may_log_in(resource, session):
                 return False
-            previous = tokens.scopes if tokens is not None and tokens.issuer == found.server.issuer and status == 401 else None
+            previous = tokens.scopes if tokens is not None and same_server else None  # keep what was granted
             self._authorize(resource, session, found, self._scopes_for(found, challenge, previous))
             return True
         finally:
