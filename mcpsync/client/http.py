@@ -271,7 +271,7 @@ class HttpConnection:
             except TooLarge as exc:
                 self._fail(exchange, str(exc))
             except NotAuthorized as exc:
-                self._fail(exchange, f"{exchange.method} is not authorized at {self.url}: {exc.reason}")
+                self._fail(exchange, f"{exchange.method} is not authorized at {self.url}: {exc.reason}", unauthorized=True)
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self._fail(exchange, f"{exchange.method} failed: {describe(exc)}")
             if not exchange.answered:
@@ -368,14 +368,18 @@ class HttpConnection:
                         self._protocol_version = version
         self._emit(message)
 
-    def _fail(self, exchange: Exchange, reason: str, status: int | None = None) -> None:
-        """Answer `exchange` locally with an error, so its caller fails now instead of waiting."""
+    def _fail(self, exchange: Exchange, reason: str, status: int | None = None, *, unauthorized: bool = False) -> None:
+        """Answer `exchange` locally with an error, so its caller fails now instead of waiting.
+        `unauthorized`: the credentials could not log in (`data.unauthorized`: the session does
+        not fall back to the other era then, which would only ask them again)."""
         if exchange.answered or exchange.cancelled or exchange.stream.aborted:
             return
         exchange.answered = True
         data: dict[str, Any] = {"url": self.url}
         if status is not None:
             data["status"] = status
+        if unauthorized:
+            data["unauthorized"] = True
         error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": reason, "data": data}
         self._emit(Response(exchange.request_id, None, error))
 

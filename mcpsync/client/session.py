@@ -222,8 +222,8 @@ class ClientSession:
         try:  # a -32022 naming a version we speak has been retried with it by request()
             result = self.request("server/discover", {}, timeout=min(self.timeout, PROBE_TIMEOUT))
         except McpError as exc:
-            if not fall_back:
-                raise
+            if not fall_back or (isinstance(exc.data, dict) and exc.data.get("unauthorized") is True):
+                raise  # a login that failed would only be asked again by initialize
             log.debug("server/discover failed (%s); falling back to initialize", exc)
             return self._initialize()
         except CallTimeout:

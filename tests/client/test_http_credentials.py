@@ -170,3 +170,17 @@ def test_auth_is_for_urls_only() -> None:
     with pytest.raises(ValueError, match="bearer token"):
         BearerToken("two words")
     assert "0123" not in repr(BearerToken(READER))
+
+
+def test_a_login_that_fails_is_not_tried_again_by_falling_back_to_the_other_era(endpoint: tuple[str, Verifier]) -> None:
+    url, _ = endpoint
+
+    class Failing(Renewing):
+        def refused(self, resource: str, status: int, www_authenticate: str | None, sent: str | None) -> bool:
+            self.logins += 1
+            raise McpsyncError("the user closed the browser")
+
+    credentials = Failing(None, READER)
+    with pytest.raises(McpsyncError, match="the user closed the browser"):
+        mcpsync.connect(url, mode="auto", auth=credentials, timeout=LONG)
+    assert credentials.logins == 1  # server/discover's refusal only; no initialize asked again
