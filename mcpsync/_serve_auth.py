@@ -1,4 +1,5 @@
-"""`mcpsync serve`'s authorization: the --auth-* options and the [auth] table, made into an `Auth`.
+"""`mcpsync serve`'s authorization, both ways: the --auth-* options and the [auth] table made into
+the `Auth` of its endpoint, and each upstream's `auth` table made into the gateway's credentials.
 
 Strategy: the options are checked as the config file's table is (`config.url_problem`,
 `config.scope_problem`), merged over the table key by key, and every mistake is a usage error
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from .auth import Auth, TokenVerifier
-    from .config import AuthConfig, GatewayConfig
+    from .auth import Auth, HttpCredentials, TokenVerifier
+    from .config import AuthConfig, GatewayConfig, UpstreamAuth
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -218,3 +219,54 @@ def _verifier(chosen: AuthConfig) -> TokenVerifier:
 
     assert chosen.token_file, "_check_auth requires one source"
     return StaticTokens.from_file(chosen.token_file)
+
+
+def upstream_credentials(name: str, auth: UpstreamAuth) -> HttpCredentials:
+    """The gateway's credentials for upstream `name`, from its `auth` table (config.py checked its
+    shape); a secret the table names but the environment lacks, or an unreadable key file, is a
+    usage error naming the upstream."""
+    from .errors import McpsyncError
+
+    def secret(variable: str | None) -> str | None:
+        if variable is None:
+            return None
+        value = os.environ.get(variable)
+        if not value:
+            raise click.UsageError(f"upstream {name!r}: the environment variable {variable} (its {auth.type} secret) is not set")
+        return value
+
+    try:
+        if auth.type == "bearer":
+            from .auth.credentials import BearerToken
+
+            token = secret(auth.token_env)
+            assert token is not None, "config.py requires token_env"
+            return BearerToken(token)
+        if auth.type == "client_credentials":
+            from .auth.client_credentials import ClientCredentials
+
+            assert auth.client_id is not None, "config.py requires client_id"
+            private_key = None
+            if auth.private_key_file is not None:
+                with open(auth.private_key_file, encoding="utf-8") as key_file:
+                    private_key = key_file.read()
+            return ClientCredentials(
+                auth.client_id,
+                client_secret=secret(auth.client_secret_env),
+                private_key=private_key,
+                signing_algorithm=auth.signing_algorithm or "ES256",
+                scopes=auth.scopes,
+            )
+        from .auth.oauth import OAuth
+
+        return OAuth(
+            client_id=auth.client_id,
+            client_secret=secret(auth.client_secret_env),
+            client_metadata_url=auth.client_metadata_url,
+            scopes=auth.scopes,
+            interactive=auth.interactive,
+        )
+    except OSError as exc:
+        raise click.ClickException(f"upstream {name!r}: {auth.private_key_file}: cannot read: {exc.strerror or exc}") from exc
+    except (ImportError, McpsyncError, ValueError) as exc:
+        raise click.ClickException(f"upstream {name!r}: {exc}") from exc

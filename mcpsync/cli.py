@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ._serve_auth import auth_for, auth_options
+from ._serve_auth import auth_for, auth_options, upstream_credentials
 from ._version import __version__
 from .transport.http_options import (
     DEFAULT_KEEPALIVE,
@@ -408,6 +408,7 @@ def _add_upstreams(server: Server, config: GatewayConfig) -> None:
             deny=upstream.deny,
             timeout=upstream.timeout,
             roots=upstream.roots,
+            auth=upstream_credentials(upstream.name, upstream.auth) if upstream.auth is not None else None,
         )
 
 
@@ -445,14 +446,20 @@ class _ClientFailure(click.ClickException):
 
 
 def _open(server: tuple[str, ...], mode: str, timeout: float) -> ClientSession:
+    """A session with the server: a command, or a URL reached with the tokens `mcpsync login`
+    stored for it (never a browser here: a refused URL says to log in)."""
     from .client import connect
     from .errors import McpsyncError
 
     target: list[str] | str = list(server)
+    stored = None
     if len(server) == 1 and server[0].startswith(("http://", "https://")):
         target = server[0]  # a Streamable HTTP endpoint rather than a command
+        from ._login import stored_login
+
+        stored = stored_login()
     try:
-        return connect(target, mode=mode, timeout=timeout)
+        return connect(target, mode=mode, timeout=timeout, auth=stored)
     except McpsyncError as exc:
         raise _ClientFailure(f"cannot talk to {' '.join(server)}: {exc}") from exc
 
@@ -573,3 +580,56 @@ def listen(server: tuple[str, ...], mode: str, timeout: float, count: int | None
                 pass
         if listener.error is not None:  # the server went away: the end of what there was to hear
             click.echo(f"the server ended: {listener.error}", err=True)
+
+
+@cli.command(short_help="Log in to a protected MCP server (URL) and keep its tokens.")
+@click.argument("url")
+@click.option("--client-id", help="A client registered in advance with the authorization server (else one is registered).")
+@click.option(
+    "--client-metadata-url",
+    metavar="URL",
+    help="This client's metadata document (an https URL), used as its client ID where the authorization server supports that.",
+)
+@click.option("--scope", "scopes", multiple=True, metavar="SCOPE", help="A scope to ask for (default: what the server says it needs). Repeatable.")
+@click.option("--no-browser", is_flag=True, help="Print the login URL instead of opening a browser.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds to wait for the login in the browser.")
+def login(url: str, client_id: str | None, client_metadata_url: str | None, scopes: tuple[str, ...], no_browser: bool, timeout: float) -> None:
+    """Log in to the MCP server at URL: discover its authorization server, register this client
+    if need be, open the browser for you to log in, and keep the tokens (in
+    ~/.config/mcpsync/tokens, one file per server, readable by you alone). `mcpsync tools`, `call`
+    and `listen` then use them, refreshing them as they expire.
+
+    A pre-registered client's secret is read from the environment variable MCPSYNC_CLIENT_SECRET.
+
+    \b
+    Examples:
+      mcpsync login https://mcp.example.com/mcp
+      mcpsync login https://mcp.example.com/mcp --client-id my-cli --scope files:read
+    """
+    from ._login import log_in
+
+    try:
+        where = log_in(url, client_id=client_id, client_metadata_url=client_metadata_url, scopes=scopes, print_url=no_browser, timeout=timeout)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    except Exception as exc:
+        from .errors import McpsyncError
+
+        if not isinstance(exc, McpsyncError):
+            raise
+        raise _ClientFailure(f"cannot log in to {url}: {exc}") from exc
+    click.echo(f"logged in to {url} (tokens kept in {where})", err=True)
+
+
+@cli.command(short_help="Forget the tokens kept for an MCP server (URL).")
+@click.argument("url")
+def logout(url: str) -> None:
+    """Forget the tokens and client registration `mcpsync login` kept for the server at URL."""
+    from ._login import log_out
+    from .errors import McpsyncError
+
+    try:
+        forgot = log_out(url)
+    except McpsyncError as exc:
+        raise _ClientFailure(str(exc)) from exc
+    click.echo(f"logged out of {url}" if forgot else f"no tokens were kept for {url}", err=True)

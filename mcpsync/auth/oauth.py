@@ -192,11 +192,13 @@ class OAuth:
 
     def refused(self, resource: str, status: int, www_authenticate: str | None, sent: str | None) -> bool:
         """A refusal of `resource`: refresh, log in or step up, then True to retry; False when
-        the refusal stands (not a 401/403, `interactive=False` with nothing to refresh, a retry
-        limit reached).
+        the refusal stands (not a 401/403, a retry limit reached, more scopes a non-interactive
+        client cannot ask for).
 
         Raises:
-            OAuthError: the flow failed (discovery, registration, the user, the token endpoint).
+            OAuthError: the flow failed (discovery, registration, the user, the token endpoint),
+                or a login is needed and `interactive=False` forbids one (the message says to run
+                `mcpsync login URL`).
         """
         if status not in (401, 403):
             return False
@@ -214,8 +216,7 @@ class OAuth:
             tokens = session.tokens
             refreshable = tokens is not None and tokens.refresh_token is not None and sent is not None
             if not self._interactive and not refreshable:
-                log.info("OAuth: %s needs a login, and this client is not interactive (run: mcpsync login URL)", safe_url(resource))
-                return False
+                raise _needs_login(resource)
             found = discover(resource, challenge.params.get("resource_metadata"), timeout=self._timeout)
             same_server = tokens is not None and tokens.issuer == found.server.issuer
             if same_server and sent is not None and self._refresh(resource, session, found):
@@ -223,8 +224,7 @@ class OAuth:
             if tokens is not None and tokens.issuer is not None and tokens.issuer != found.server.issuer:
                 log.info("OAuth: %s now names another authorization server; logging in there", safe_url(resource))
             if not self._interactive:
-                log.info("OAuth: %s needs a login, and this client is not interactive (run: mcpsync login URL)", safe_url(resource))
-                return False
+                raise _needs_login(resource)
             if not self._may_log_in(resource, session):
                 return False
             previous = tokens.scopes if tokens is not None and same_server else None  # keep what was granted
@@ -481,6 +481,13 @@ class OAuth:
         )
         session.registrations[server.issuer] = registration  # saved with the tokens
         return registration
+
+
+def _needs_login(resource: str) -> OAuthError:
+    """A refusal a non-interactive client cannot answer: it says what would (a failure the
+    caller sees, rather than the server's bare 401, so a gateway's log and a script's traceback
+    name the fix)."""
+    return OAuthError(f"{safe_url(resource)} needs a login, which this client may not start (interactive=False): run  mcpsync login {safe_url(resource)}")
 
 
 def _union(*groups: Iterable[str]) -> tuple[str, ...]:
