@@ -33,7 +33,6 @@ import contextlib
 import functools
 import json
 import secrets
-import selectors
 import socket
 import socketserver
 import threading
@@ -49,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from .._timeouts import LONG
+from .loopback import LoopbackServer
 
 __all__ = ["OMIT", "Authority", "FakeClock", "SigningKey", "silent_url", "unreachable_url"]
 
@@ -141,7 +141,7 @@ class _Server(socketserver.ThreadingMixIn, HTTPServer):
     authority: Authority
 
 
-class Authority:
+class Authority(LoopbackServer):
     """A loopback authorization server: JWKS, introspection and token minting (see the module docstring)."""
 
     def __init__(self, *, keys: Iterable[SigningKey] | None = None, audience: str = "https://mcp.example.test/mcp",
@@ -165,8 +165,6 @@ class Authority:
         self.introspection_failure: int | None = None
         self.introspection_body: bytes | None = None
         """When set, /introspect answers 200 with exactly these bytes (for malformed answers)."""
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
         self.user_agents: list[str] = []
         """The User-Agent of every request, in order."""
 
@@ -175,48 +173,10 @@ class Authority:
     def start(self) -> Authority:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.authority = self
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._server = server
-        self._thread = threading.Thread(target=self._serve, name="test-authority", daemon=True)
-        self._thread.start()
+        self._run(server, "test-authority")
         return self
 
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._wake_w.send(b"x")
-        assert self._thread is not None
-        self._thread.join(LONG)
-        alive = self._thread.is_alive()
-        self._server.server_close()
-        self._server = None
-        self._wake_r.close()
-        self._wake_w.close()
-        assert not alive, "the authority's server thread did not stop"
-
-    def __enter__(self) -> Authority:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _serve(self) -> None:
-        assert self._server is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._server.socket, selectors.EVENT_READ, "accept")
-            selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-            while True:
-                for key, _ in selector.select(timeout=LONG):
-                    if key.data == "wake":
-                        return
-                    self._server.handle_request()
-
     # -- addresses -----------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None, "start the Authority first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def issuer(self) -> str:

@@ -29,8 +29,6 @@ import base64
 import hashlib
 import json
 import secrets
-import selectors
-import socket
 import threading
 import time
 import urllib.parse
@@ -43,6 +41,7 @@ import jwt
 
 from .._timeouts import LONG
 from .authority import SigningKey, _default_rsa_key
+from .loopback import LoopbackServer
 
 __all__ = ["Client", "OAuthServer", "Recorded", "ResourceMetadataServer"]
 
@@ -74,14 +73,12 @@ class _Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class _Loopback:
+class _Loopback(LoopbackServer):
     """A loopback HTTP server on its own thread; subclasses answer `handle(Recorded)`."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
-        self._server: HTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     def start(self) -> Any:
         owner = self
@@ -123,46 +120,8 @@ class _Loopback:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = HTTPServer(("127.0.0.1", 0), Handler)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._thread = threading.Thread(target=self._serve, name=f"test-{type(self).__name__}")
-        self._thread.start()
+        self._run(HTTPServer(("127.0.0.1", 0), Handler), f"test-{type(self).__name__}")
         return self
-
-    def _serve(self) -> None:
-        assert self._server is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._server.socket, selectors.EVENT_READ, "accept")
-            selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-            while True:
-                for key, _ in selector.select():
-                    if key.data == "wake":
-                        return
-                    self._server.handle_request()
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._wake_w.send(b"x")
-        assert self._thread is not None
-        self._thread.join(LONG)
-        alive = self._thread.is_alive()
-        self._server.server_close()
-        self._server = None
-        self._wake_r.close()
-        self._wake_w.close()
-        assert not alive, "the test server's thread did not stop"
-
-    def __enter__(self) -> Any:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None, "start it first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def handle(self, request: Recorded) -> _Reply:
         raise NotImplementedError
