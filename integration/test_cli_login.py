@@ -55,7 +55,7 @@ def test_login_keeps_the_tokens_the_client_commands_use_until_logout(tmp_path: P
     with OAuthServer() as server, protected(server) as url:
         before = mcpsync_cli("tools", url, home=tmp_path)
         assert before.returncode == 3, before.stderr
-        assert f"needs a login, which this client may not start (interactive=False): run  mcpsync login {url}" in before.stderr
+        assert f"a login is needed, which this client may not start (interactive=False): run  mcpsync login {url}" in before.stderr
 
         login = mcpsync_cli("login", url, home=tmp_path)
         assert login.returncode == 0, login.stderr

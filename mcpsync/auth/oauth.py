@@ -487,7 +487,7 @@ def _needs_login(resource: str) -> OAuthError:
     """A refusal a non-interactive client cannot answer: it says what would (a failure the
     caller sees, rather than the server's bare 401, so a gateway's log and a script's traceback
     name the fix)."""
-    return OAuthError(f"{safe_url(resource)} needs a login, which this client may not start (interactive=False): run  mcpsync login {safe_url(resource)}")
+    return OAuthError(f"a login is needed, which this client may not start (interactive=False): run  mcpsync login {safe_url(resource)}")
 
 
 def _union(*groups: Iterable[str]) -> tuple[str, ...]:

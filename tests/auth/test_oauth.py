@@ -353,7 +353,7 @@ def test_not_interactive_never_opens_a_browser_but_refreshes() -> None:
     with world() as w:
         opened: list[str] = []
         quiet = w.oauth(interactive=False, redirect_handler=opened.append)
-        with pytest.raises(OAuthError, match=r"needs a login, which this client may not start \(interactive=False\): run  mcpsync login http"):
+        with pytest.raises(OAuthError, match=r"a login is needed, which this client may not start \(interactive=False\): run  mcpsync login http"):
             quiet.refused(w.url, 401, w.challenge(), None)
         assert opened == [] and w.server.authorization_requests() == []
         first = log_in(w, w.oauth())  # the same store: a token with a refresh token
