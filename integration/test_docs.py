@@ -18,7 +18,14 @@ Every example in docs/ is a file in docs/examples/, included into its page with 
 
 Outputs are compared after normalising what changes from run to run (ports, clock times, log
 timestamps, durations); ``...`` in an expected line stands for any text. The pages say
-``127.0.0.1:8000``; each run replaces that with a free port, in the commands and in the files.
+``127.0.0.1:8000`` (and ``127.0.0.1:9000`` for a second server, such as the toy authorization server
+of the login page); each run replaces each with a free port, in the commands and in the files.
+
+Every example runs as a user would run it on a fresh account, never touching the real one:
+``XDG_CONFIG_HOME`` is a new empty folder for each example (so ``mcpsync login`` and ``OAuth()``
+keep their tokens there, not in ``~/.config``, and one example never sees another's login), and
+``BROWSER`` is ``integration/fixtures/browser_standin.py``, which ``webbrowser`` starts with the
+authorization URL and which follows the redirect as a user who approves the login would.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCS = REPO_ROOT / "docs"
 EXAMPLES = DOCS / "examples"
 README = REPO_ROOT / "README.rst"
-SHOWN_PORT = "127.0.0.1:8000"
+SHOWN_PORTS = ("127.0.0.1:8000", "127.0.0.1:9000")
+BROWSER_STANDIN = REPO_ROOT / "integration" / "fixtures" / "browser_standin.py"
 
 # A session whose lines may come in any order: notes.console pipes three requests into a server that
 # runs them concurrently, and the page says so ("match them by id").
@@ -248,8 +256,13 @@ def _compare(expected: list[str], actual: list[str], *, ordered: bool = True) ->
     return len(expected) == len(actual) and all(_matches(e, a) for e, a in zip(expected, actual))
 
 
-def _env() -> dict[str, str]:
+def _env(config_home: Path | None = None) -> dict[str, str]:
+    """The environment of the build and of every example; an example's has its own `config_home`
+    as XDG_CONFIG_HOME and the browser stand-in as BROWSER (see the module docstring)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MCPSYNC_")}
+    if config_home is not None:
+        env["XDG_CONFIG_HOME"] = str(config_home)
+        env["BROWSER"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(BROWSER_STANDIN))} %s"
     # `mcpsync` inside a command (`-- mcpsync serve`, a config's command) is this interpreter's.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
@@ -264,16 +277,35 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@dataclass
+class Workdir:
+    """A copy of docs/examples whose shown ports are free ones, and the example's own config folder."""
+
+    path: Path
+    addresses: dict[str, str]
+    env: dict[str, str]
+
+    def localise(self, text: str) -> str:
+        for shown, address in self.addresses.items():
+            text = text.replace(shown, address)
+        return text
+
+
 @pytest.fixture
-def workdir(tmp_path: Path) -> tuple[Path, str]:
-    """A copy of docs/examples whose 127.0.0.1:8000 is a free port."""
-    address = f"127.0.0.1:{_free_port()}"
-    copy = tmp_path / "examples"
-    copy.mkdir()
+def workdir(tmp_path: Path) -> Workdir:
+    """A copy of docs/examples whose 127.0.0.1:8000 and 127.0.0.1:9000 are free ports."""
+    addresses: dict[str, str] = {}
+    for shown in SHOWN_PORTS:
+        while (address := f"127.0.0.1:{_free_port()}") in addresses.values():
+            pass
+        addresses[shown] = address
+    config_home = tmp_path / "config"
+    config_home.mkdir()
+    work = Workdir(tmp_path / "examples", addresses, _env(config_home))
+    work.path.mkdir()
     for path in _example_files():
-        data = path.read_text()
-        (copy / path.name).write_text(data.replace(SHOWN_PORT, address))
-    return copy, address
+        (work.path / path.name).write_text(work.localise(path.read_text()))
+    return work
 
 
 def _program(name: str) -> list[str]:
@@ -347,9 +379,9 @@ def _parse_command(command: str, expected: list[str]) -> Step:
 class Background:
     """A command left running while the session goes on; its output is read by a thread."""
 
-    def __init__(self, step: Step, cwd: Path) -> None:
+    def __init__(self, step: Step, cwd: Path, env: dict[str, str]) -> None:
         self.step = step
-        self.proc = subprocess.Popen(step.argv, cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(step.argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
@@ -391,8 +423,8 @@ class Background:
             self.reader.join(timeout=LONG)
 
 
-def _run(argv: list[str], cwd: Path, stdin: str | None, what: str) -> tuple[int, str]:
-    proc = subprocess.Popen(argv, cwd=cwd, env=_env(), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+def _run(argv: list[str], cwd: Path, env: dict[str, str], stdin: str | None, what: str) -> tuple[int, str]:
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(stdin, timeout=LONG * 3)
@@ -412,27 +444,27 @@ def _diff(what: str, expected: list[str], actual: list[str]) -> str:
     pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_BROKEN[name], strict=True)) if name in KNOWN_BROKEN else name
     for name in _runnable()
 ])
-def test_the_example_prints_what_the_page_shows(name: str, workdir: tuple[Path, str]) -> None:
-    cwd, address = workdir
+def test_the_example_prints_what_the_page_shows(name: str, workdir: Workdir) -> None:
+    cwd, env = workdir.path, workdir.env
     if name.endswith(".py"):
-        returncode, output = _run([sys.executable, name], cwd, None, name)
+        returncode, output = _run([sys.executable, name], cwd, env, None, name)
         expected = _normalise((EXAMPLES / name).with_suffix(".out").read_text(), cwd)
         actual = _normalise(output, cwd)
         assert returncode == 0, _diff(f"{name} exited {returncode}", expected, actual)
         assert _compare(expected, actual), _diff(name, expected, actual)
         return
     if name.endswith(".wire"):
-        _converse((EXAMPLES / name).read_text(), cwd)
+        _converse((EXAMPLES / name).read_text(), cwd, env)
         return
     running: list[Background] = []
     try:
         for command, shown in _parse_session((EXAMPLES / name).read_text()):
-            step = _parse_command(command.replace(SHOWN_PORT, address), shown)
+            step = _parse_command(workdir.localise(command), shown)
             if step.background:
-                running.append(Background(step, cwd))
+                running.append(Background(step, cwd, env))
                 running[-1].wait_for(step.expected, cwd)
                 continue
-            returncode, output = _run(step.argv, cwd, step.stdin, f"`{step.command}`")
+            returncode, output = _run(step.argv, cwd, env, step.stdin, f"`{step.command}`")
             if step.show_exit:
                 output = output + ("" if output.endswith("\n") or not output else "\n") + f"exit {returncode}\n"
             expected, actual = _normalise("\n".join(step.expected), cwd), _normalise(output, cwd)
@@ -443,12 +475,12 @@ def test_the_example_prints_what_the_page_shows(name: str, workdir: tuple[Path, 
             background.stop()
 
 
-def _converse(text: str, cwd: Path) -> None:
+def _converse(text: str, cwd: Path, env: dict[str, str]) -> None:
     """Replay a .wire file: write each → line to the server, read each ← line from it."""
     first, *lines = text.rstrip("\n").split("\n")
     assert first.startswith("$ "), "a .wire file starts with the '$ COMMAND' of its server"
     step = _parse_command(first[2:], [])
-    proc = subprocess.Popen(step.argv, cwd=cwd, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(step.argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdin is not None and proc.stdout is not None
     received: queue.Queue[str | None] = queue.Queue()
