@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,17 +197,24 @@ def discover_resource(endpoint: str, hint: str | None, *, timeout: float) -> Res
         OAuthError: a document was found but names another resource, or lists no authorization server.
     """
     candidates = ([hint] if hint else []) + [url for url in resource_metadata_urls(endpoint) if url != hint]
-    for url in candidates:
+    for url, body in _documents(candidates, "protected resource metadata", timeout):
+        return _resource_metadata(body, url, endpoint)
+    return None
+
+
+def _documents(urls: Iterable[str], what: str, timeout: float) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each of `urls` that answers a JSON object, with it, in order (fetched as they are asked
+    for: a caller that takes the first fetches no more)."""
+    for url in urls:
         try:
             body = get_json(url, timeout=timeout).body
         except (FetchError, ValueError) as exc:
-            log.debug("no protected resource metadata at %s: %s", safe_url(url), exc)
+            log.debug("no %s at %s: %s", what, safe_url(url), exc)
             continue
-        if not isinstance(body, dict):
-            log.debug("protected resource metadata at %s is not an object", safe_url(url))
-            continue
-        return _resource_metadata(body, url, endpoint)
-    return None
+        if isinstance(body, dict):
+            yield url, body
+        else:
+            log.debug("the %s at %s is not an object", what, safe_url(url))
 
 
 def _resource_metadata(body: Mapping[str, Any], url: str, endpoint: str) -> ResourceMetadata:
@@ -273,14 +280,7 @@ def discover_authorization_server(issuer: str, *, timeout: float) -> ServerMetad
         OAuthError: documents were found but none names `issuer` (never used), or one lacks a token endpoint.
     """
     mismatched: list[str] = []
-    for url in metadata_urls(issuer):
-        try:
-            body = get_json(url, timeout=timeout).body
-        except (FetchError, ValueError) as exc:
-            log.debug("no authorization server metadata at %s: %s", safe_url(url), exc)
-            continue
-        if not isinstance(body, dict):
-            continue
+    for url, body in _documents(metadata_urls(issuer), "authorization server metadata", timeout):
         if body.get("issuer") != issuer:
             log.warning("authorization server metadata at %s names another issuer; not used", safe_url(url))
             mismatched.append(url)
