@@ -113,6 +113,28 @@ def _resolve_short_name(app, env, node, contnode):  # type: ignore[no-untyped-de
     return domain.resolve_xref(env, node["refdoc"], app.builder, "class", found.pop(), node, contnode)
 
 
+# -- Names imported only for type checking -----------------------------------------------------------
+# A module that names a type in its signatures but imports it under `if TYPE_CHECKING:` (so that
+# importing mcpsync loads no credentials code) gives autodoc an annotation it cannot evaluate, and
+# then autodoc leaves every annotation of that signature a bare string (connect's `Handler` too,
+# otherwise shown as the Callable it is). Before a signature is read, these names are put in its
+# module's namespace, as the type checker sees them. (autodoc_type_aliases would do it, but
+# Sphinx 9 cannot render such an alias inside `X | None`.)
+
+_TYPE_CHECKING_NAMES = {"HttpCredentials": "mcpsync.auth.credentials"}
+
+
+def _type_checking_names(app, obj, bound_method):  # type: ignore[no-untyped-def]
+    namespace = getattr(getattr(obj, "__init__", obj) if isinstance(obj, type) else obj, "__globals__", None)
+    if not isinstance(namespace, dict) or not str(namespace.get("__name__", "")).startswith("mcpsync"):
+        return
+    import importlib
+
+    for name, module in _TYPE_CHECKING_NAMES.items():
+        if name not in namespace:
+            namespace[name] = getattr(importlib.import_module(module), name)
+
+
 def _parseable_defaults(app, what, name, obj, options, signature, return_annotation):  # type: ignore[no-untyped-def]
     """A dataclass field's default_factory shows as `=<factory>`, which no Python signature parses."""
     if signature and "<factory>" in signature:
@@ -121,6 +143,7 @@ def _parseable_defaults(app, what, name, obj, options, signature, return_annotat
 
 
 def setup(app):  # type: ignore[no-untyped-def]
+    app.connect("autodoc-before-process-signature", _type_checking_names)
     app.connect("autodoc-process-signature", _parseable_defaults)
     app.connect("missing-reference", _resolve_short_name)
     app.connect("autodoc-process-docstring", _google_docstring)
