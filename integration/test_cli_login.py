@@ -55,7 +55,7 @@ def test_login_keeps_the_tokens_the_client_commands_use_until_logout(tmp_path: P
     with OAuthServer() as server, protected(server) as url:
         before = mcpsync_cli("tools", url, home=tmp_path)
         assert before.returncode == 3, before.stderr
-        assert f"a login is needed, which this client may not start (interactive=False): run  mcpsync login {url}" in before.stderr
+        assert f"not authorized: a login is needed, which this client may not start (interactive=False); run: mcpsync login {url}" in before.stderr
 
         login = mcpsync_cli("login", url, home=tmp_path)
         assert login.returncode == 0, login.stderr
@@ -96,3 +96,30 @@ def test_login_to_a_server_that_asks_for_none_says_so(tmp_path: Path) -> None:
     assert result.returncode == 3
     assert "does not ask for a login" in result.stderr
     assert not (tmp_path / "mcpsync").exists()
+
+
+def test_a_token_one_was_given_goes_in_an_environment_variable(tmp_path: Path) -> None:
+    from mcpsync.auth import StaticTokens
+
+    service = Service("guarded")
+
+    @service.tool
+    def whoami() -> str:
+        return "ops"
+
+    server = Server("guarded", services=[service], auth=Auth(StaticTokens({"ops-token-0123456789abcdef": ["read"]})))
+    url = server.start_http("127.0.0.1", 0, threads=2).url
+    try:
+        env_home = {"XDG_CONFIG_HOME": str(tmp_path), "OPS_TOKEN": "ops-token-0123456789abcdef"}
+        run = lambda *args: subprocess.run(  # noqa: E731
+            [sys.executable, "-m", "mcpsync", *args], capture_output=True, text=True, env={**base_env(), **env_home}, cwd=REPO_ROOT, timeout=LONG * 3
+        )
+        called = run("call", "whoami", "--token-env", "OPS_TOKEN", url)
+        assert (called.returncode, called.stdout) == (0, "ops\n"), called.stderr
+        assert "ops-token" not in called.stderr
+        unset = run("tools", "--token-env", "NO_SUCH_VARIABLE", url)
+        assert unset.returncode == 2 and "the environment variable NO_SUCH_VARIABLE is not set" in unset.stderr
+        command = run("tools", "--token-env", "OPS_TOKEN", "--", "mcpsync", "serve")
+        assert command.returncode == 2 and "is for a URL" in command.stderr
+    finally:
+        assert server.close(LONG)

@@ -71,7 +71,7 @@ def test_a_gateway_upstream_without_a_login_says_what_to_run(caplog: pytest.LogC
         try:
             with caplog.at_level("WARNING", logger="mcpsync"):
                 gateway.add_remote("guarded", upstream_url, auth=OAuth(interactive=False, token_store=MemoryTokenStore()), timeout=LONG)
-            assert f"run  mcpsync login {upstream_url}" in caplog.text  # why it cannot connect, in the gateway's log
+            assert f"run: mcpsync login {upstream_url}" in caplog.text  # why it cannot connect, in the gateway's log
         finally:
             gateway.close(LONG)
         assert server.authorization_requests() == []

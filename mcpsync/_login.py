@@ -2,7 +2,8 @@
 commands (`tools`, `call`, `listen`) use.
 
 Strategy: one `FileTokenStore` (the default directory) holds what `login` got; the client
-commands reach a URL with an `OAuth` that only uses and refreshes those tokens (`interactive=
+commands reach a URL with the token a `--token-env` variable holds, else with an `OAuth` that
+only uses and refreshes those tokens (`interactive=
 False`: a command that lists tools must never open a browser; a refusal it cannot answer fails
 saying to run `mcpsync login URL`). Imported only by those commands.
 """
@@ -13,13 +14,21 @@ import os
 import sys
 from collections.abc import Iterable
 
+from .auth.credentials import BearerToken, HttpCredentials
 from .auth.oauth import OAuth
 from .auth.store import FileTokenStore
 
 
-def stored_login() -> OAuth:
-    """The tokens `mcpsync login` kept, refreshed when they expire; never a new login."""
-    return OAuth(interactive=False)
+def credentials_for(token_env: str | None) -> HttpCredentials:
+    """The client commands' credentials for a URL: the bearer token in the environment variable
+    `token_env` (a token the user was given), else the tokens `mcpsync login` kept, refreshed when
+    they expire, never a new login. ValueError when the variable is not set."""
+    if token_env is None:
+        return OAuth(interactive=False)
+    token = os.environ.get(token_env)
+    if not token:
+        raise ValueError(f"the environment variable {token_env} is not set")
+    return BearerToken(token)
 
 
 def log_in(url: str, *, client_id: str | None, client_metadata_url: str | None, scopes: Iterable[str], print_url: bool, timeout: float) -> str:

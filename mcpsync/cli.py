@@ -438,6 +438,11 @@ def _client_options(command: F) -> F:
         show_default=True,
         help="Protocol era: probe 2026-07-28 and fall back (auto), or force one.",
     )(command)
+    command = click.option(
+        "--token-env",
+        metavar="VARIABLE",
+        help="URL: send the bearer token in this environment variable (one you were given), instead of the tokens mcpsync login kept.",
+    )(command)
     return command
 
 
@@ -445,21 +450,27 @@ class _ClientFailure(click.ClickException):
     exit_code = EXIT_FAILURE
 
 
-def _open(server: tuple[str, ...], mode: str, timeout: float) -> ClientSession:
-    """A session with the server: a command, or a URL reached with the tokens `mcpsync login`
-    stored for it (never a browser here: a refused URL says to log in)."""
+def _open(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None) -> ClientSession:
+    """A session with the server: a command, or a URL reached with the token in `token_env`, else
+    with the tokens `mcpsync login` stored for it (never a browser here: a refused URL says to log
+    in)."""
     from .client import connect
     from .errors import McpsyncError
 
     target: list[str] | str = list(server)
-    stored = None
+    auth: Any = None
     if len(server) == 1 and server[0].startswith(("http://", "https://")):
         target = server[0]  # a Streamable HTTP endpoint rather than a command
-        from ._login import stored_login
+        from ._login import credentials_for
 
-        stored = stored_login()
+        try:
+            auth = credentials_for(token_env)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--token-env") from exc
+    elif token_env is not None:
+        raise click.BadParameter("is for a URL: a command takes its credentials from its environment", param_hint="--token-env")
     try:
-        return connect(target, mode=mode, timeout=timeout, auth=stored)
+        return connect(target, mode=mode, timeout=timeout, auth=auth)
     except McpsyncError as exc:
         raise _ClientFailure(f"cannot talk to {' '.join(server)}: {exc}") from exc
 
@@ -473,7 +484,7 @@ def _print_json(value: object) -> None:
 @cli.command(short_help="List the tools of an MCP server (URL or COMMAND).")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full tool definitions as JSON.")
-def tools(server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> None:
+def tools(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
     """List the tools of the MCP server at URL (Streamable HTTP) or started by COMMAND.
 
     \b
@@ -483,7 +494,7 @@ def tools(server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> 
     """
     from .errors import McpsyncError
 
-    with _open(server, mode, timeout) as session:
+    with _open(server, mode, timeout, token_env) as session:
         try:
             listed = session.list_tools()
         except McpsyncError as exc:
@@ -502,7 +513,7 @@ def tools(server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> 
 @click.option("--args", "arguments", default="{}", show_default=True, help="Tool arguments as a JSON object.")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole CallToolResult as JSON.")
-def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, as_json: bool) -> None:
+def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
     """Call TOOL on the MCP server at URL (Streamable HTTP) or started by COMMAND, and print its
     result.
 
@@ -527,7 +538,7 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
     def progress(done: float, total: float | None, message: str | None) -> None:
         click.echo(f"progress: {done}{f'/{total}' if total is not None else ''}{f' {message}' if message else ''}", err=True)
 
-    with _open(server, mode, timeout) as session:
+    with _open(server, mode, timeout, token_env) as session:
         try:
             result = session.call_tool(tool, parsed, progress=progress)
         except McpsyncError as exc:
@@ -545,7 +556,7 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
 @_client_options
 @click.option("--count", type=click.IntRange(min=1), help="Stop after this many events.")
 @click.option("--resource", "resources", multiple=True, metavar="URI", help="Also watch this resource (repeatable).")
-def listen(server: tuple[str, ...], mode: str, timeout: float, count: int | None, resources: tuple[str, ...]) -> None:
+def listen(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, count: int | None, resources: tuple[str, ...]) -> None:
     """Print the list changes (and resource updates) of the MCP server at URL (Streamable HTTP)
     or started by COMMAND.
 
@@ -559,7 +570,7 @@ def listen(server: tuple[str, ...], mode: str, timeout: float, count: int | None
     from .client import ListChanged
     from .errors import McpsyncError
 
-    with _open(server, mode, timeout) as session:
+    with _open(server, mode, timeout, token_env) as session:
         try:
             listener = session.listen(tools=True, prompts=True, resources=True, resource_uris=resources)
         except McpsyncError as exc:

@@ -240,9 +240,12 @@ class OAuth:
         the tokens: what `mcpsync login URL` does.
 
         Raises:
-            OAuthError: as `refused`, or the endpoint does not ask for a login.
+            OAuthError: as `refused`, or the endpoint does not ask for a login, or
+                `interactive=False` (which forbids any login).
         """
         check_url(resource)
+        if not self._interactive:
+            raise OAuthError("login() starts a login in the browser, which interactive=False forbids")
         try:
             status, header = probe(resource, _PROBE, timeout=self._timeout)
         except FetchError as exc:
@@ -487,7 +490,7 @@ def _needs_login(resource: str) -> OAuthError:
     """A refusal a non-interactive client cannot answer: it says what would (a failure the
     caller sees, rather than the server's bare 401, so a gateway's log and a script's traceback
     name the fix)."""
-    return OAuthError(f"a login is needed, which this client may not start (interactive=False): run  mcpsync login {safe_url(resource)}")
+    return OAuthError(f"a login is needed, which this client may not start (interactive=False); run: mcpsync login {safe_url(resource)}")
 
 
 def _union(*groups: Iterable[str]) -> tuple[str, ...]:

@@ -271,7 +271,7 @@ class HttpConnection:
             except TooLarge as exc:
                 self._fail(exchange, str(exc))
             except NotAuthorized as exc:
-                self._fail(exchange, f"{exchange.method} is not authorized at {self.url}: {exc.reason}", unauthorized=True)
+                self._fail(exchange, f"not authorized: {exc.reason}", unauthorized=True)
             except (OSError, http.client.HTTPException, ValueError) as exc:
                 self._fail(exchange, f"{exchange.method} failed: {describe(exc)}")
             if not exchange.answered:

@@ -353,7 +353,7 @@ def test_not_interactive_never_opens_a_browser_but_refreshes() -> None:
     with world() as w:
         opened: list[str] = []
         quiet = w.oauth(interactive=False, redirect_handler=opened.append)
-        with pytest.raises(OAuthError, match=r"a login is needed, which this client may not start \(interactive=False\): run  mcpsync login http"):
+        with pytest.raises(OAuthError, match=r"a login is needed, which this client may not start \(interactive=False\); run: mcpsync login http"):
             quiet.refused(w.url, 401, w.challenge(), None)
         assert opened == [] and w.server.authorization_requests() == []
         first = log_in(w, w.oauth())  # the same store: a token with a refresh token
@@ -483,3 +483,11 @@ def test_no_token_secret_or_code_in_logs_or_errors(caplog: pytest.LogCaptureFixt
             secrets_seen.update(v for k, v in request.form.items() if k in ("code", "code_verifier", "client_secret", "refresh_token"))
         text = caplog.text + str(caught.value) + repr(oauth)
         assert secrets_seen and not [s for s in secrets_seen if s in text]
+
+
+def test_login_is_a_login_and_not_interactive_forbids_it() -> None:
+    with world() as w:
+        opened: list[str] = []
+        with pytest.raises(OAuthError, match="interactive=False forbids"):
+            w.oauth(interactive=False, redirect_handler=opened.append).login(w.url)
+        assert opened == [] and w.server.authorization_requests() == []
