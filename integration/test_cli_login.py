@@ -6,44 +6,19 @@ the redirect to the login's loopback listener."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from wire import REPO_ROOT, base_env
 
 from mcpsync import Server, Service
-from mcpsync.auth import Auth, JwtVerifier
+from mcpsync.auth import Auth
 from tests._timeouts import LONG
-from tests.auth.authority import unreachable_url
-from tests.auth.oauth_server import OAuthServer
+from tests.auth.oauth_server import OAuthServer, protected_endpoint
 
 BROWSER = Path(__file__).parent / "fixtures" / "browser_standin.py"
-
-
-@contextlib.contextmanager
-def protected(server: OAuthServer) -> Iterator[str]:
-    """mcpsync's endpoint, accepting only the server's tokens for this very URL with scope read."""
-    service = Service("guarded")
-
-    @service.tool
-    def whoami() -> str:
-        return "alice"
-
-    url = unreachable_url("/mcp")  # a free port, bound next: the audience must be this very URL
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    verifier = JwtVerifier(jwks_url=server.base_url + "/jwks.json", issuer=server.issuer, audience=url)
-    mcp = Server("guarded", services=[service], auth=Auth(verifier, resource=url, authorization_servers=[server.issuer], required_scopes=["read"]))
-    mcp.start_http("127.0.0.1", port, threads=4)
-    try:
-        yield url
-    finally:
-        assert mcp.close(LONG)
 
 
 def mcpsync_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -52,7 +27,7 @@ def mcpsync_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_login_keeps_the_tokens_the_client_commands_use_until_logout(tmp_path: Path) -> None:
-    with OAuthServer() as server, protected(server) as url:
+    with OAuthServer() as server, protected_endpoint(server) as url:
         before = mcpsync_cli("tools", url, home=tmp_path)
         assert before.returncode == 3, before.stderr
         assert f"not authorized: a login is needed, which this client may not start (interactive=False); run: mcpsync login {url}" in before.stderr

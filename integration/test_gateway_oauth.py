@@ -11,14 +11,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_cli_login import BROWSER, mcpsync_cli, protected
+from test_cli_login import BROWSER, mcpsync_cli
 from wire import REPO_ROOT, base_env, read_serving_url
 
 import mcpsync
 from mcpsync import Server
 from mcpsync.auth import Auth, BearerToken, MemoryTokenStore, OAuth, StaticTokens
 from tests._timeouts import LONG
-from tests.auth.oauth_server import OAuthServer
+from tests.auth.oauth_server import OAuthServer, protected_endpoint
 
 
 def follow(url: str) -> None:
@@ -28,7 +28,7 @@ def follow(url: str) -> None:
 
 
 def test_the_gateway_logs_in_to_its_upstream_with_its_own_oauth() -> None:
-    with OAuthServer() as server, protected(server) as upstream_url:
+    with OAuthServer() as server, protected_endpoint(server) as upstream_url:
         gateway = Server("gateway", auth=Auth(StaticTokens({"client-token-0123456789": ["use"]})), shutdown_timeout=LONG)
         try:
             oauth = OAuth(redirect_handler=follow, token_store=MemoryTokenStore(), timeout=LONG, login_timeout=LONG)
@@ -44,7 +44,7 @@ def test_the_gateway_logs_in_to_its_upstream_with_its_own_oauth() -> None:
 
 
 def test_a_gateway_config_uses_the_tokens_mcpsync_login_kept(tmp_path: Path) -> None:
-    with OAuthServer() as server, protected(server) as upstream_url:
+    with OAuthServer() as server, protected_endpoint(server) as upstream_url:
         login = mcpsync_cli("login", upstream_url, home=tmp_path)
         assert login.returncode == 0, login.stderr
         config = tmp_path / "gateway.toml"
@@ -66,7 +66,7 @@ def test_a_gateway_config_uses_the_tokens_mcpsync_login_kept(tmp_path: Path) -> 
 
 
 def test_a_gateway_upstream_without_a_login_says_what_to_run(caplog: pytest.LogCaptureFixture) -> None:
-    with OAuthServer() as server, protected(server) as upstream_url:
+    with OAuthServer() as server, protected_endpoint(server) as upstream_url:
         gateway = Server("gateway", shutdown_timeout=LONG)
         try:
             with caplog.at_level("WARNING", logger="mcpsync"):

@@ -26,13 +26,14 @@ Nothing here sleeps.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import secrets
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
@@ -408,3 +409,27 @@ class OAuthServer(_Loopback):
     def revoke_refresh_tokens(self) -> None:
         with self._lock:
             self._refresh.clear()
+
+
+@contextlib.contextmanager
+def protected_endpoint(server: OAuthServer, *, clock: Callable[[], float] = time.time, leeway: float = 30.0) -> Iterator[str]:
+    """mcpsync's own endpoint (on `start_http`) accepting only `server`'s tokens for this very
+    URL with the scope `read`; its URL. Tools: `whoami` ("alice") and `reset` (needs `admin`)."""
+    from mcpsync import Server, Service, Tool
+    from mcpsync.auth import Auth
+    from mcpsync.auth.jwt import JwtVerifier
+
+    from .authority import unreachable_url
+
+    service = Service("guarded")
+    service.add_tool(Tool(lambda: "alice", name="whoami"))
+    service.add_tool(Tool(lambda: "reset done", name="reset", scopes=["admin"]))
+    url = unreachable_url("/mcp")  # a free port, bound next: the audience must be this very URL
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    verifier = JwtVerifier(jwks_url=server.base_url + "/jwks.json", issuer=server.issuer, audience=url, leeway=leeway, clock=clock)
+    mcp = Server("guarded", services=[service], auth=Auth(verifier, resource=url, authorization_servers=[server.issuer], required_scopes=["read"]))
+    mcp.start_http("127.0.0.1", port, threads=4)
+    try:
+        yield url
+    finally:
+        assert mcp.close(LONG)

@@ -4,22 +4,17 @@ stand-in browser that follows the redirect to OAuth's own loopback listener."""
 
 from __future__ import annotations
 
-import contextlib
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 import mcpsync
-from mcpsync import Server, Service
-from mcpsync.auth import Auth
-from mcpsync.auth.jwt import JwtVerifier
 from mcpsync.auth.oauth import OAuth
 from mcpsync.auth.store import MemoryTokenStore
 from tests._timeouts import LONG
 
-from .authority import FakeClock, unreachable_url
-from .oauth_server import OAuthServer
+from .authority import FakeClock
+from .oauth_server import OAuthServer, protected_endpoint
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,33 +25,9 @@ def follow(url: str) -> None:
         response.read()
 
 
-@contextlib.contextmanager
-def protected(server: OAuthServer, clock: FakeClock) -> Iterator[str]:
-    service = Service("guarded")
-
-    @service.tool
-    def whoami() -> str:
-        return "alice"
-
-    @service.tool(scopes=["admin"])
-    def reset() -> str:
-        return "reset done"
-
-    url = unreachable_url("/mcp")  # a free port, bound next: the audience must be this very URL
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    verifier = JwtVerifier(jwks_url=server.base_url + "/jwks.json", issuer=server.issuer, audience=url, leeway=0, clock=clock)
-    auth = Auth(verifier, resource=url, authorization_servers=[server.issuer], required_scopes=["read"])
-    mcp = Server("guarded", services=[service], auth=auth, shutdown_timeout=LONG)
-    mcp.start_http("127.0.0.1", port, threads=4)
-    try:
-        yield url
-    finally:
-        assert mcp.close(LONG)
-
-
 def test_login_call_refresh_and_step_up_through_connect() -> None:
     clock = FakeClock(1_800_000_000.0)
-    with OAuthServer(clock=clock, expires_in=600) as server, protected(server, clock) as url:
+    with OAuthServer(clock=clock, expires_in=600) as server, protected_endpoint(server, clock=clock, leeway=0) as url:
         oauth = OAuth(redirect_handler=follow, token_store=MemoryTokenStore(), clock=clock, timeout=LONG, login_timeout=LONG)
         with mcpsync.connect(url, auth=oauth, timeout=LONG) as session:
             assert session.call_tool("whoami", {})["content"][0]["text"] == "alice"
@@ -75,7 +46,7 @@ def test_login_call_refresh_and_step_up_through_connect() -> None:
 
 def test_not_interactive_without_a_login_is_refused() -> None:
     clock = FakeClock()
-    with OAuthServer(clock=clock) as server, protected(server, clock) as url:
+    with OAuthServer(clock=clock) as server, protected_endpoint(server, clock=clock, leeway=0) as url:
         opened: list[str] = []
         oauth = OAuth(interactive=False, redirect_handler=opened.append, token_store=MemoryTokenStore(), timeout=LONG)
         with pytest.raises(mcpsync.McpsyncError):
