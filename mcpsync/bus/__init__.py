@@ -1,0 +1,86 @@
+"""The bus: how a change made in one process reaches the other processes serving the same MCP server.
+
+Strategy: the transports and the server talk to a four-method protocol (`publish`, `subscribe`,
+`on_reconnect`, `close`) and never to a backend; `bus_for(url)` picks the backend from a URL, so a
+deployment adds one URL and another backend (NATS, Postgres LISTEN/NOTIFY) can be added later
+without touching the transports. `memory://` is the default and today's behaviour: one process,
+nobody else to tell. `redis://` and `rediss://` use Redis pub/sub (`RedisBus`, the optional
+`mcpsync[redis]` extra, imported only when such a bus is made).
+
+Why these rules:
+- No echo. The publisher has already delivered its change to its own listeners, so a bus carries it
+  only to the others; delivering it back would notify every local listener twice.
+- At most once, and never blocking. A change is a hint ("this list changed"), not data: `publish`
+  hands it over and returns; a backend that is down drops and counts it rather than stall a request.
+- Level triggers after an outage. What was dropped or missed cannot be replayed, so a backend that
+  comes back calls its `on_reconnect` callbacks and the owner re-syncs (every local listener gets a
+  `list_changed` for every kind, and re-lists) instead of pretending nothing was missed.
+- Handlers run on the bus's own thread (or, for `MemoryBus`, the publisher's): they must be quick
+  and never raise; an exception is logged (never the payload) and the bus goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from .memory import MemoryBus as MemoryBus
+from .redis import RedisBus as RedisBus
+
+__all__ = ["Bus", "Handler", "MemoryBus", "RedisBus", "bus_for"]
+
+Handler = Callable[[str, bytes], None]
+"""Called with (channel, payload) for each message another bus published on the channel."""
+
+DEFAULT_URL = "memory://"
+
+
+@runtime_checkable
+class Bus(Protocol):
+    """What the server and the transports need from a backend."""
+
+    def publish(self, channel: str, payload: bytes) -> None:
+        """Hand `payload` to every subscriber of `channel` on every other bus (never this bus's own
+        subscribers: no echo). Never blocks for long: a backend queues it for its own thread; while
+        the backend is down the message is dropped and counted (logged once per outage)."""
+        ...
+
+    def subscribe(self, channel: str, handler: Handler) -> None:
+        """Call `handler(channel, payload)` for each message another bus publishes on `channel`, on
+        the bus's own thread. The handler must be quick and never raise (exceptions are logged)."""
+        ...
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` (on the bus's thread) each time the backend comes back after messages
+        may have been missed, so the owner re-syncs."""
+        ...
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the bus's thread, if it has one, joined within `timeout` seconds; idempotent."""
+        ...
+
+
+def bus_for(url: str) -> Bus:
+    """The bus a URL names.
+
+    Args:
+        url: `memory://` (in-process: `MemoryBus()`), `redis://HOST:PORT/DB` or `rediss://...`
+            (TLS), with redis-py's URL options (user and password, `?socket_timeout=`...).
+
+    Raises:
+        ValueError: the URL names no known backend or is malformed (the message never repeats the
+            URL, which may hold a password).
+        ImportError: a Redis URL without the `redis` package installed (`pip install 'mcpsync[redis]'`).
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if sep and scheme == "memory":
+        if rest:
+            raise ValueError("memory:// takes no address: the in-memory bus serves one process")
+        return MemoryBus()
+    if sep and scheme in ("redis", "rediss"):
+        return RedisBus(url)
+    known = "memory://, redis://HOST:PORT/DB or rediss://HOST:PORT/DB"
+    if sep:
+        raise ValueError(f"no bus for the URL scheme {scheme!r}: a bus URL is {known}")
+    raise ValueError(f"not a bus URL: a bus URL is {known}")
