@@ -109,6 +109,13 @@ def cli() -> None:
     help="HTTP: a browser Origin let in besides local ones, and answered CORS so its pages may call the endpoint (https://app.example.com, or *). Repeatable.",
 )
 @click.option(
+    "--bus",
+    "bus_url",
+    metavar="URL",
+    help="Share list changes and resource updates with the other processes serving the same clients (replicas) "
+    "through this bus: redis://HOST:PORT/DB (the redis extra). Default: this process alone.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(min=2),
     default=DEFAULT_THREADS,
@@ -171,6 +178,7 @@ def serve(
     auth_token_file: str | None,
     auth_servers: tuple[str, ...],
     auth_scopes: tuple[str, ...],
+    bus_url: str | None,
 ) -> None:
     """Serve MCP over stdio (or HTTP with --http), both protocol eras.
 
@@ -218,11 +226,15 @@ def serve(
         "scopes": list(auth_scopes),
     }
     auth = auth_for(config, given, over_http=http_address is not None)
+    bus = bus_url or (config.bus if config is not None else None)
+    if bus is not None and not bus.startswith(("memory://", "redis://", "rediss://")):
+        raise click.BadParameter(f"expected memory://, redis://HOST:PORT/DB or rediss://..., not {bus!r}", param_hint="--bus")
     if http_address is not None:
         host, port = _parse_address(http_address)
         server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
         if auth is not None:  # else a loaded Server keeps its own
             server.auth = auth
+        _use_bus(server, bus)
         _serve_http(
             server,
             http_address,
@@ -247,6 +259,7 @@ def serve(
     wire = isolate_stdio()  # before user code runs: its import-time prints must not reach the client
     try:
         server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
+        _use_bus(server, bus)
     except click.ClickException:
         wire.restore()
         raise
@@ -260,6 +273,18 @@ def serve(
         logging.shutdown()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _use_bus(server: Server, url: str | None) -> None:
+    """Share the server's changes with its replicas through the bus at `url` (--bus, or [bus]);
+    a bus that cannot be made (the redis extra not installed, a bad URL) exits 1 saying why."""
+    if url is None:
+        return
+    try:
+        server.use_bus(url)
+    except (ImportError, ValueError) as exc:
+        server.close(timeout=0)
+        raise click.ClickException(f"--bus {url}: {exc}") from exc
 
 
 def _greet_terminal(name: str) -> None:

@@ -21,6 +21,9 @@ Strategy: two formats are read into one `GatewayConfig`. mcpsync's own TOML::
     # or { type = "client_credentials", client_id = "gateway", client_secret_env = "GW_SECRET" }
     #    (or private_key_file = "gateway.pem", signing_algorithm = "ES256", for private_key_jwt)
 
+    [bus]                     # replicas share list changes and resource updates (the redis extra)
+    url = "redis://127.0.0.1:6379/0"
+
     [auth]                    # serve --http only: bearer tokens checked as an OAuth resource server
     resource = "https://mcp.example.com/mcp"       # this endpoint's URL: the tokens' audience
     issuer = "https://login.example.com"
@@ -59,6 +62,8 @@ from .errors import McpsyncError
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
 _UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport", "auth"}
+BUS_SCHEMES = ("memory://", "redis://", "rediss://")
+"""The buses a `[bus]` url or `--bus` may name (mcpsync.bus.bus_for makes them)."""
 UPSTREAM_AUTH_TYPES = {
     "bearer": ({"token_env"}, set()),
     "oauth": (set(), {"client_id", "client_secret_env", "client_metadata_url", "scopes", "interactive"}),
@@ -148,6 +153,8 @@ class GatewayConfig:
     upstreams: list[UpstreamConfig] = field(default_factory=list)
     auth: AuthConfig | None = None
     """The `[auth]` table (None when there is none)."""
+    bus: str | None = None
+    """The `[bus]` table's `url`: where the replicas share their changes (None: this process alone)."""
 
 
 def url_problem(value: str) -> str | None:
@@ -260,9 +267,9 @@ class _Reader:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{self.path}: not valid TOML: {exc}") from None
         config = GatewayConfig(self.path)
-        unknown = set(data) - {"server", "upstreams", "services", "auth"}
+        unknown = set(data) - {"server", "upstreams", "services", "auth", "bus"}
         if unknown:
-            raise self.fail(sorted(unknown)[0], "unknown section (expected server, services, upstreams, auth)")
+            raise self.fail(sorted(unknown)[0], "unknown section (expected server, services, upstreams, auth, bus)")
         server = data.get("server", {})
         if not isinstance(server, dict):
             raise self.fail("server", "must be a table")
@@ -281,6 +288,8 @@ class _Reader:
         config.upstreams = [self.upstream(name, spec, f"upstreams.{name}") for name, spec in upstreams.items()]
         if "auth" in data:
             config.auth = self.auth(data["auth"])
+        if "bus" in data:
+            config.bus = self.bus(data["bus"])
         return config
 
     def auth(self, table: Any) -> AuthConfig:
@@ -310,6 +319,18 @@ class _Reader:
         if len(sources := auth.sources()) > 1:
             raise self.fail(f"auth.{sources[1]}", f"give one way to check tokens, not both {sources[0]} and {sources[1]}", "auth")
         return auth
+
+    def bus(self, table: Any) -> str:
+        """The `[bus]` table: its one key, `url` (memory://, redis:// or rediss://)."""
+        if not isinstance(table, dict):
+            raise self.fail("bus", "must be a table")
+        for key in table:
+            if key != "url":
+                raise self.fail(f"bus.{key}", "unknown bus setting (expected url)", "bus")
+        url = table.get("url")
+        if not isinstance(url, str) or not url.startswith(BUS_SCHEMES):
+            raise self.fail("bus.url", f"must be a URL starting with {', '.join(BUS_SCHEMES)}", "bus")
+        return url
 
     def _scope_implies(self, value: Any) -> dict[str, list[str]]:
         """`scope_implies = { admin = ["files:read", "files:write"] }`: scopes to lists of scopes."""

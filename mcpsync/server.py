@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import ujson
+
 from ._process import StdioWire as StdioWire  # re-exported: serve_stdio takes one, isolate_stdio makes it
 from ._process import graceful_signals
 from ._process import isolate_stdio as isolate_stdio
 from ._version import __version__
-from .catalog.catalog import Catalog
+from .catalog.catalog import KINDS, Catalog
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
@@ -43,11 +45,17 @@ from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 if TYPE_CHECKING:
     from .auth.credentials import HttpCredentials
     from .auth.resource import Auth
+    from .bus import Bus
     from .gateway.remote import RemoteSource
     from .transport.http import WsgiTransport
     from .transport.http_serving import HttpServing
 
 log = logging.getLogger("mcpsync")
+
+LIST_CHANGED_CHANNEL = "list_changed"
+"""The bus channel of list changes: a JSON list of the kinds that changed."""
+RESOURCE_UPDATED_CHANNEL = "resource_updated"
+"""The bus channel of resource updates: the URI, UTF-8."""
 
 
 class Server:
@@ -76,6 +84,10 @@ class Server:
         auth: protects every HTTP endpoint this server makes (`wsgi_app`, `start_http`,
             `serve_http`): only requests with a valid bearer token are served (see `Auth`). stdio
             is never protected: a stdio server takes its credentials from its environment.
+        bus: where this server's list changes and resource updates meet those of the other
+            processes serving the same clients (replicas): a URL ("redis://host:6379/0"; the
+            `redis` extra) or a `Bus` (see `mcpsync.bus`); None: this process alone. A change made
+            on any replica reaches the listeners of every one (see `use_bus`).
     """
 
     def __init__(
@@ -100,6 +112,7 @@ class Server:
         request_state_ttl: float = 600.0,
         ask_timeout: float = 300.0,
         auth: Auth | None = None,
+        bus: Bus | str | None = None,
     ) -> None:
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -127,8 +140,11 @@ class Server:
         """The `Auth` of the HTTP endpoints made from now on (each may give its own)."""
         self._lock = threading.Lock()
         self._transports: list[Any] = []  # StdioServer, WsgiTransport, HttpServing
-        self.catalog.add_listener(self._publish)
-        self.catalog.add_update_listener(self._publish_update)
+        self._bus: Bus | None = None
+        self.catalog.add_listener(self._changed)
+        self.catalog.add_update_listener(self._updated)
+        if bus is not None:
+            self.use_bus(bus)
 
     @property
     def name(self) -> str:
@@ -257,6 +273,51 @@ class Server:
         """While the server shuts down, a forwarded call it cancels says so upstream and down."""
         for remote in self.catalog.remotes:
             remote.server_shutting_down(shutting_down)
+
+    # -- changes, here and on the other replicas -------------------------------------------------
+    def use_bus(self, bus: Bus | str) -> None:
+        """Share list changes and resource updates with the other replicas through `bus` (a URL
+        or a `Bus`; see the `bus` argument). This server owns it from now on: `close()` closes it.
+
+        A change made here is delivered to the local listeners at once and published; one
+        published by another replica is delivered to the local listeners only (never published
+        again, and never back to its publisher: each reaches each listener once). After the bus
+        comes back from an outage, every local listener is told that every list changed: it may
+        have missed a change, and a re-list costs less than a stale list."""
+        if self._bus is not None:
+            raise McpsyncError("this server already has a bus")
+        if isinstance(bus, str):
+            from .bus import bus_for
+
+            bus = bus_for(bus)
+        bus.subscribe(LIST_CHANGED_CHANNEL, self._remote_changed)
+        bus.subscribe(RESOURCE_UPDATED_CHANNEL, self._remote_updated)
+        bus.on_reconnect(lambda: self._publish(KINDS))
+        self._bus = bus
+
+    def _changed(self, kinds: frozenset[str]) -> None:
+        self._publish(kinds)
+        if self._bus is not None:
+            self._bus.publish(LIST_CHANGED_CHANNEL, ujson.dumps(sorted(kinds)).encode())
+
+    def _updated(self, uri: str) -> None:
+        self._publish_update(uri)
+        if self._bus is not None:
+            self._bus.publish(RESOURCE_UPDATED_CHANNEL, uri.encode("utf-8", "surrogatepass"))
+
+    def _remote_changed(self, channel: str, payload: bytes) -> None:
+        """On the bus's thread: another replica's list change, for the local listeners."""
+        try:
+            kinds = frozenset(kind for kind in ujson.loads(payload) if kind in KINDS)
+        except (ValueError, TypeError):
+            log.warning("ignored a malformed list change from the bus")
+            return
+        if kinds:
+            self._publish(kinds)
+
+    def _remote_updated(self, channel: str, payload: bytes) -> None:
+        """On the bus's thread: another replica's resource update, for the local subscribers."""
+        self._publish_update(payload.decode("utf-8", "surrogatepass"))
 
     def _publish(self, kinds: frozenset[str]) -> None:
         for transport in self._live_transports():
@@ -571,9 +632,12 @@ class Server:
             self._upstreams_shutting_down(False)
 
     def close(self, timeout: float | None = None) -> bool:
-        """`shutdown()` every transport, then stop every upstream. True if all stopped in time."""
+        """`shutdown()` every transport, then stop every upstream and the bus. True if all
+        stopped in time."""
         stopped = self.shutdown(timeout)
         self.catalog.close_remotes()
+        if self._bus is not None:
+            self._bus.close()
         return stopped
 
     def __enter__(self) -> Server:

@@ -161,6 +161,15 @@ def test_an_upstreams_auth_names_its_secrets_and_reads_its_key_file_next_to_the_
     assert robot.auth == UpstreamAuth(type="client_credentials", client_id="gw", private_key_file=str(tmp_path / "keys" / "gw.pem"), signing_algorithm="RS256")
 
 
+def test_the_bus_table_names_where_the_replicas_meet(tmp_path: Path) -> None:
+    path = write(tmp_path, "gw.toml", """
+        [bus]
+        url = "redis://127.0.0.1:6379/0"
+    """)
+    assert load_config(path).bus == "redis://127.0.0.1:6379/0"
+    assert load_config(write(tmp_path, "plain.toml", "[server]\nname = 'x'\n")).bus is None
+
+
 def test_the_auth_table_names_the_resource_and_a_scope_hierarchy(tmp_path: Path) -> None:
     path = write(tmp_path, "gw.toml", """
         [auth]
@@ -328,6 +337,9 @@ BAD_TOML = [
     ('[auth]\njwks_url = "https://as/jwks"\ntoken_file = "t"\n', 3, "auth.token_file", "not both jwks_url and token_file"),
     ('[upstreams.a]\nurl = "https://h/mcp"\n\n[auth]\nresource = "https://h/mcp"\nurl = "x"\n', 6, "auth.url", "unknown auth setting"),
     ('[auth]\nresource_name = 3\n', 2, "auth.resource_name", "must be a non-empty string"),
+    ('[bus]\nurl = "kafka://broker"\n', 2, "bus.url", "must be a URL starting with memory://, redis://, rediss://"),
+    ('[bus]\nhost = "x"\n', 2, "bus.host", "unknown bus setting (expected url)"),
+    ('bus = "redis://x"\n', 1, "bus", "must be a table"),
     ('[upstreams.a]\ncommand = ["x"]\nauth = { type = "bearer", token_env = "T" }\n', 3, "upstreams.a.auth", "is for an http(s) upstream"),
     ('[upstreams.a]\nurl = "https://h/mcp"\nauth = "Bearer x"\n', 3, "upstreams.a.auth", "must be a table with a type"),
     ('[upstreams.a]\nurl = "https://h/mcp"\nauth = { type = "basic" }\n', 3, "upstreams.a.auth.type", "must be one of bearer, oauth, client_credentials"),

@@ -1,0 +1,57 @@
+"""Server(bus=...): what a replica does with its changes and with the others', over real pipes,
+two servers in one process joined by in-process buses (`MemoryBus` peers: the same interface as
+Redis's, which integration/test_bus_replicas.py runs across processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcpsync import Server, Service, Tool
+from mcpsync.bus import MemoryBus
+
+from .._timeouts import LONG
+from .pipes import PipeClient
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def server_with(bus: MemoryBus, name: str) -> tuple[Server, Service]:
+    service = Service(name)
+    service.add_tool(Tool(lambda: name, name=f"{name}_tool"))
+    return Server(name, services=[service], bus=bus), service
+
+
+def test_a_change_on_one_replica_reaches_the_clients_of_the_other_once() -> None:
+    bus_a = MemoryBus()
+    bus_b = bus_a.peer()
+    a, service_a = server_with(bus_a, "a")
+    b, _ = server_with(bus_b, "b")
+    with PipeClient(a) as near, PipeClient(b) as far:
+        near.initialize()
+        far.initialize()
+        service_a.add_tool(Tool(lambda: "new", name="added"))
+        a.notify_resource_updated("notes://welcome")  # nobody subscribed on either: nothing sent for it
+        response, before = far.request("ping", {}, id=2)
+        assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
+        response, before = near.request("ping", {}, id=2)
+        assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]  # once: no echo
+    a.close(LONG)
+    b.close(LONG)
+
+
+def test_a_server_closes_the_bus_it_owns() -> None:
+    closed: list[float] = []
+
+    class Recording(MemoryBus):
+        def close(self, timeout: float = 5.0) -> None:
+            closed.append(timeout)
+            super().close(timeout)
+
+    server = Server("owner", bus=Recording())
+    server.close(LONG)
+    assert len(closed) == 1
+
+
+def test_a_bus_url_that_names_nothing_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Server("bad", bus="kafka://somewhere")
