@@ -227,8 +227,11 @@ def serve(
     }
     auth = auth_for(config, given, over_http=http_address is not None)
     bus = bus_url or (config.bus if config is not None else None)
-    if bus is not None and not bus.startswith(("memory://", "redis://", "rediss://")):
-        raise click.BadParameter(f"expected memory://, redis://HOST:PORT/DB or rediss://..., not {bus!r}", param_hint="--bus")
+    if bus is not None:
+        from .config import BUS_SCHEMES
+
+        if not bus.startswith(BUS_SCHEMES):  # the URL is not repeated: it may hold a password
+            raise click.BadParameter(f"expected a URL starting with {', '.join(BUS_SCHEMES)}", param_hint="--bus")
     if http_address is not None:
         host, port = _parse_address(http_address)
         server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
@@ -284,7 +287,7 @@ def _use_bus(server: Server, url: str | None) -> None:
         server.use_bus(url)
     except (ImportError, ValueError) as exc:
         server.close(timeout=0)
-        raise click.ClickException(f"--bus {url}: {exc}") from exc
+        raise click.ClickException(f"--bus: {exc}") from exc  # not the URL: it may hold a password
 
 
 def _greet_terminal(name: str) -> None:
