@@ -1,0 +1,141 @@
+"""The store: what the replicas of one MCP server share besides the bus's messages.
+
+Strategy: a handshake-era session is a small record (`SessionRecord`) that any replica can load,
+plus a bounded log of the events meant for its GET stream, so whichever replica a request reaches
+can answer it and whichever replica a client reconnects to can resume its stream. What cannot be
+shared (a request in flight, an open stream, a tool waiting for the client's answer) stays in the
+process that holds it, and the bus carries what must reach it (`mcpsync.transport` decides that).
+The store also holds the one-time marks of single-use `requestState` values (`claim`).
+
+The protocol is written for a key-value server (Redis, a SQL table): every method is one round trip
+or one pipeline, none holds a lock between calls, and each says what it does when two replicas call
+at once. The transports never see a backend: `MemoryStore` (in this process; shared by the servers
+handed the same instance, as two replicas are in a test) and `RedisStore` (the `mcpsync[redis]`
+extra) are interchangeable.
+
+Failures: a backend that cannot be reached raises `StoreUnavailable` from any method, at once or
+within its socket timeout, and never answers from a guess: the transport answers 503 with
+`Retry-After` rather than a wrong 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import McpsyncError
+
+__all__ = ["SessionRecord", "Store", "StoreUnavailable"]
+
+RETRY_AFTER = 1
+"""Seconds a client is told to wait (`Retry-After`) when the store cannot be reached."""
+
+
+class StoreUnavailable(McpsyncError):
+    """The store cannot be reached (or did not answer in time); the operation may be retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """What every replica needs to serve a request of a handshake-era session.
+
+    `cursor` is the id of the last GET-stream event a client was sent when its last GET stream
+    closed: a GET without `Last-Event-ID` starts after it (so what arrived while no stream was open
+    is delivered, and what was delivered is not repeated)."""
+
+    protocol_version: str
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    client_info: dict[str, Any] | None = None
+    principal_key: str | None = None
+    log_level: str | None = None
+    subscriptions: frozenset[str] = frozenset()
+    cursor: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (`subscriptions` as a sorted list)."""
+        return {
+            "protocol_version": self.protocol_version,
+            "client_capabilities": self.client_capabilities,
+            "client_info": self.client_info,
+            "principal_key": self.principal_key,
+            "log_level": self.log_level,
+            "subscriptions": sorted(self.subscriptions),
+            "cursor": self.cursor,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionRecord:
+        """The record `to_json` made. Raises ValueError for anything else (a corrupt entry)."""
+        try:
+            return cls(
+                protocol_version=str(data["protocol_version"]),
+                client_capabilities=dict(data.get("client_capabilities") or {}),
+                client_info=data.get("client_info"),
+                principal_key=data.get("principal_key"),
+                log_level=data.get("log_level"),
+                subscriptions=frozenset(data.get("subscriptions") or ()),
+                cursor=data.get("cursor"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a session record: {exc}") from None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """The shared state of the replicas; see the module docstring. Every method may raise
+    `StoreUnavailable`."""
+
+    # -- handshake-era sessions ----------------------------------------------------------------
+    def create_session(self, session_id: str, record: SessionRecord, *, ttl: float, cap: int) -> bool:
+        """Add a session whose `initialize` succeeded; it expires after `ttl` seconds unless loaded.
+
+        When `cap` live sessions exist already, first evict the one that has waited longest since
+        its `initialize` without being loaded once ("fresh": a client that never came back loses
+        nothing); False, adding nothing, when every live session has been used (the caller
+        answers 503). Atomic: two replicas creating at once never exceed `cap`."""
+        ...
+
+    def load_session(self, session_id: str, *, ttl: float) -> SessionRecord | None:
+        """The session's record, its expiry pushed to `ttl` seconds from now (and no longer
+        fresh); None when it is unknown, expired, evicted or deleted."""
+        ...
+
+    def update_session(self, session_id: str, **changes: Any) -> None:
+        """Set some fields of a live session's record (`log_level`, `subscriptions`, `cursor`);
+        nothing when it no longer exists. Each field is written on its own (the last writer of a
+        field wins; two replicas changing different fields at once both keep theirs)."""
+        ...
+
+    def delete_session(self, session_id: str) -> bool:
+        """End a session everywhere, with its event log; True if it existed."""
+        ...
+
+    def session_subscriptions(self) -> dict[str, frozenset[str]]:
+        """Every live session's id and the URIs it subscribed to: the audience of a change."""
+        ...
+
+    # -- a session's GET-stream events ---------------------------------------------------------
+    def append_events(self, frames: Mapping[str, bytes]) -> dict[str, str]:
+        """Append one encoded frame to the event log of each named session (one pipeline for all);
+        the id each got. A log keeps its newest `log_cap` events (the backend's setting) and ends
+        with its session. Ids are opaque strings, increasing within a log, never reused in it.
+        A session that no longer exists gets no event (and is absent from the answer)."""
+        ...
+
+    def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:
+        """Up to `limit` events of the session's log after the event `after` (None: from the
+        oldest kept), oldest first, as (id, frame). An `after` not of this backend's id form
+        counts as None; events dropped by the cap are simply absent, and an unknown session has
+        none."""
+        ...
+
+    # -- single-use requestState ---------------------------------------------------------------
+    def claim(self, key: str, ttl: float) -> bool:
+        """Mark `key` used for `ttl` seconds: True for the first claim, False for every later one
+        within `ttl` on any replica (atomic: of two replicas claiming at once, exactly one wins)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; idempotent."""
+        ...
