@@ -2,11 +2,36 @@
 
 Strategy: one background thread, `mcpsync-bus-redis`, owned by the `RedisBus` (`close()` stops and
 joins it), does all the I/O on two connections: one that publishes and one that is subscribed. The
-callers' threads never touch a socket: `publish` appends to a bounded queue and `subscribe` records
-the handler, and the thread sends what is queued (a pipeline for a batch), issues the SUBSCRIBEs and
-reads messages. redis-py's public API has no way to wake a pub/sub read from another thread, so the
-thread reads in slices of `READ_SLICE` seconds and sends between them: that bounds the delay a
-publish or a `close()` waits for, and costs one idle wake-up per slice.
+callers' threads never touch a Redis connection: `publish` appends to a bounded queue and
+`subscribe` records the handler, and the thread sends what is queued (a pipeline for a batch),
+issues the SUBSCRIBEs and reads messages.
+
+Sleeping. When there is nothing to send or read, the thread blocks in a selector on two sockets:
+the pub/sub connection's and the read end of a wake-up socket pair. A message from Redis wakes it
+through the first; `publish`, a new `subscribe` and `close()` write one byte to the second (only
+when the thread has not yet been woken since it last took the queue, so a burst of publishes costs
+one byte). So a publish is sent at once, a message is handled as soon as it arrives, and an idle bus
+does not wake at all, except for redis-py's health check (below). Why not the alternatives: redis-py
+cannot interrupt a blocking pub/sub read from another thread, so reading in short slices (what this
+module did before) delays every publish by up to a slice and wakes the thread 50 times a second;
+a second thread that publishes would need its own wake-up and its own shutdown, for the same result.
+
+Two things make "select, then read" correct with redis-py (checked against redis-py 8.1's source):
+- Its parser reads the socket in 64 KiB chunks into its own buffer, so after one message is read
+  others may already be buffered and the socket will not be readable again for them. Before
+  sleeping, the thread therefore reads while `connection.can_read(timeout=0)` (true when the buffer
+  holds bytes or the socket has some; for TLS it also pulls what the SSL layer holds) and only then
+  selects. Each read allows `socket_timeout` for the rest of a message that is partly there: a read
+  with no timeout would fail on half a message, and redis-py turns any read failure into a
+  disconnect and a silent reconnect, i.e. lost messages.
+- redis-py exposes no public way to get a connection's socket; the selector uses the connection's
+  `_sock` attribute (present in every redis-py from 5 on), checked to be a socket, and any change of
+  it (redis-py reconnecting behind our back) is treated as an outage, so nothing is missed silently.
+
+Health check: while idle, the thread wakes when redis-py's health check on the pub/sub connection is
+due (every `HEALTH_CHECK_INTERVAL` seconds of silence), sends the PING and expects the answer within
+`socket_timeout`: a Redis that stopped answering without closing the connection (a frozen process, a
+network partition) is seen as an outage within interval + timeout, not at the next publish.
 
 Channels are prefixed with a namespace (`"mcpsync:"` by default, so one Redis can serve several
 deployments), and each payload is framed with this bus's random instance id: the thread drops its
@@ -31,6 +56,8 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -53,16 +80,15 @@ DEFAULT_SOCKET_TIMEOUT = 2.0
 """Seconds any one Redis operation (connect, send, read) may take before the bus counts Redis as down."""
 FIRST_DELAY = 0.1
 MAX_DELAY = 5.0
-READ_SLICE = 0.02
-"""Seconds one pub/sub read waits: the longest a queued publish or `close()` waits for the thread."""
 MAX_QUEUED = 10_000
 """Messages waiting for the thread; past it, publishes are dropped and counted."""
 BATCH = 512
-"""Messages sent in one pipeline, and messages read before the thread sends again."""
+"""Messages sent in one pipeline, and messages read before the thread looks at the queue again."""
 SUBSCRIBE_WAIT = 2.0
 """Seconds `subscribe()` waits for Redis to confirm a new channel while the bus is up."""
 HEALTH_CHECK_INTERVAL = 5
-"""Seconds of silence after which redis-py checks a connection with a PING before using it."""
+"""Seconds of silence after which a connection is checked with a PING (before a publish; and the
+idle thread wakes for it on the pub/sub connection)."""
 _ID_BYTES = 16
 _OWN_CHANNEL = "\x00bus"
 """Always subscribed, never published to: even a bus that only publishes reads its pub/sub
@@ -140,11 +166,22 @@ class RedisBus:
         self._closing = False
         self._dropped = 0
         self._drop_logged = False
+        # the thread sleeps on _wake_r; the callers write a byte to _wake_w (once until it has
+        # looked at the queue again: _woken) and the thread closes both when it ends (_wake_w None)
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        self._wake_r: socket.socket = wake_r
+        self._wake_w: socket.socket | None = wake_w
+        self._woken = False
+        self._wakeups = 0  # times the thread's selector returned; the tests read it (no idle wake-ups)
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         try:
             self._thread.start()
         except BaseException:
             self._client.close()
+            wake_r.close()
+            wake_w.close()
             raise
 
     # -- what the callers' threads call ----------------------------------------------------------
@@ -176,6 +213,7 @@ class RedisBus:
         with self._cond:
             if not self._closing and self._state != _DOWN and len(self._outbox) < MAX_QUEUED:
                 self._outbox.append((key, frame))
+                self._wake()
                 return
         self._drop(1)
 
@@ -193,6 +231,7 @@ class RedisBus:
             if len(handlers) > 1 or self._closing:
                 return
             self._to_subscribe.add(channel)
+            self._wake()
             if self._state != _UP or threading.current_thread() is self._thread:
                 return
             confirmed = self._cond.wait_for(lambda: channel in self._subscribed or self._state != _UP or self._closing, SUBSCRIBE_WAIT)
@@ -210,7 +249,8 @@ class RedisBus:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._closing = True
-            self._cond.notify_all()
+            self._cond.notify_all()  # a thread pausing before a reconnect waits on the condition
+            self._wake()  # one sleeping in its selector, on the socket pair
         if threading.current_thread() is self._thread:
             return
         self._thread.join(max(0.0, deadline - time.monotonic()))
@@ -222,6 +262,16 @@ class RedisBus:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _wake(self) -> None:
+        """Wake the thread from its selector, if it may be asleep there; called holding `_cond`."""
+        if self._woken or self._wake_w is None:
+            return
+        self._woken = True
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:  # cannot be full (one byte per wake-up); never fail a publish for it
+            pass
 
     def _drop(self, count: int) -> None:
         with self._cond:
@@ -263,6 +313,11 @@ class RedisBus:
             self._quietly(self._client.close)
             with self._cond:
                 self._state = _CLOSED
+                self._closing = True  # also when the thread died of a bug: publishes drop, counted
+                wake_w, self._wake_w = self._wake_w, None
+                if wake_w is not None:
+                    wake_w.close()
+                self._wake_r.close()
                 dropped = len(self._outbox)
                 self._outbox.clear()
                 self._dropped += dropped
@@ -292,27 +347,92 @@ class RedisBus:
             log.info("bus: Redis at %s is back (%d message(s) dropped so far)", self.address, dropped)
 
     def _serve(self, pubsub: PubSub) -> None:
-        """Send what is queued and read what comes, until `close()`; raises on any Redis error."""
-        while True:
-            with self._cond:
-                if self._closing:
-                    return
-                channels = list(self._to_subscribe)
-                self._to_subscribe.clear()
-                batch = [self._outbox.popleft() for _ in range(min(BATCH, len(self._outbox)))]
-                more = bool(self._outbox)
-            if channels:
-                pubsub.subscribe(*(self._prefix + channel.encode() for channel in channels))
-            if batch:
-                self._send(batch)
-            message = pubsub.get_message(timeout=0.0 if more else READ_SLICE)
-            for _ in range(BATCH):
-                if message is None:
-                    break
-                self._handle(message)
-                message = pubsub.get_message(timeout=0.0)
-            else:
-                self._handle(message)
+        """Send what is queued and handle what comes, until `close()`; raises on any Redis error.
+
+        Each turn: take the queue (clearing `_woken`, so a publish after this writes a wake-up),
+        send it, read every message already there, then, with nothing left to do, sleep in the
+        selector until Redis sends something, a caller writes a wake-up, or the health check is due.
+        """
+        connection = pubsub.connection
+        sock = self._socket_of(connection)
+        pinged_at: float | None = None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            selector.register(sock, selectors.EVENT_READ)
+            while True:
+                with self._cond:
+                    if self._closing:
+                        return
+                    channels = list(self._to_subscribe)
+                    self._to_subscribe.clear()
+                    batch = [self._outbox.popleft() for _ in range(min(BATCH, len(self._outbox)))]
+                    more = bool(self._outbox)
+                    self._woken = False
+                if channels:
+                    pubsub.subscribe(*(self._prefix + channel.encode() for channel in channels))
+                if batch:
+                    self._send(batch)
+                if self._read(pubsub, sock) or more:
+                    continue  # a full batch either way: look at the queue again before reading on
+                timeout, pinged_at = self._health_check(pubsub, pinged_at)
+                ready = selector.select(timeout)
+                self._wakeups += 1
+                if any(key.fileobj is self._wake_r for key, _ in ready):
+                    self._drain_wake()
+
+    def _read(self, pubsub: PubSub, sock: socket.socket) -> bool:
+        """Handle the messages Redis has sent, buffered by redis-py or waiting on the socket, up to
+        `BATCH`; whether it stopped at `BATCH` (there may be more). Selecting is safe once this
+        returns False: nothing is left that the socket would not signal."""
+        connection = pubsub.connection
+        for _ in range(BATCH):
+            if connection is None or self._socket_of(connection) is not sock:
+                raise ConnectionError("the pub/sub connection was closed or replaced")
+            if not connection.can_read(timeout=0):
+                return False
+            # something is there, maybe half a message: allow socket_timeout for the rest (a read
+            # without one would fail, and redis-py would then reconnect, dropping messages)
+            self._handle(pubsub.get_message(timeout=self._socket_timeout))
+        return True
+
+    def _health_check(self, pubsub: PubSub, pinged_at: float | None) -> tuple[float | None, float | None]:
+        """How long the idle thread may sleep, and when the unanswered health-check PING went out.
+
+        redis-py moves `next_health_check` on at every reply read; once it is past, the PING is
+        sent (`check_health`), and a reply of any kind within `socket_timeout` moves it on again.
+        No reply by then: Redis has stopped answering and the bus is down.
+        """
+        connection = pubsub.connection
+        if connection is None:
+            raise ConnectionError("the pub/sub connection was closed")
+        if not connection.health_check_interval:
+            return None, None  # turned off (a URL option): sleep until something happens
+        now = time.monotonic()
+        due = float(connection.next_health_check)
+        if now < due:
+            return due - now, None
+        if pinged_at is None:
+            pubsub.check_health()
+            return self._socket_timeout, now
+        if now - pinged_at >= self._socket_timeout:
+            raise TimeoutError("Redis did not answer the health check")
+        return pinged_at + self._socket_timeout - now, pinged_at
+
+    @staticmethod
+    def _socket_of(connection: Any) -> socket.socket:
+        # redis-py keeps the socket in a private attribute (there is no public accessor); see the
+        # module docstring. None: the connection was closed.
+        sock = getattr(connection, "_sock", None)
+        if not isinstance(sock, socket.socket):
+            raise ConnectionError("the pub/sub connection has no socket")
+        return sock
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except BlockingIOError:
+            pass
 
     def _send(self, batch: list[tuple[bytes, bytes]]) -> None:
         try:
