@@ -96,6 +96,7 @@ class Tool:
         meta: dict[str, Any] | None = None,
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        single_use_state: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -103,6 +104,13 @@ class Tool:
         """Client capabilities this tool needs, e.g. `{"elicitation": {}}`; calls without them fail."""
         self.scopes = frozenset(checked_scopes(scopes, f"tool {self.name!r}: scopes"))
         """OAuth scopes a caller's token needs to see and call it (see `Auth`); none: every caller."""
+        if not isinstance(single_use_state, bool):
+            raise TypeError(f"tool {self.name!r}: single_use_state must be a bool")
+        self.single_use_state = single_use_state
+        """A 2026-07-28 retry's `requestState` runs it at most once, on any replica sharing the
+        engine's store of used states: for a tool whose effect must not happen twice (a payment,
+        a booking) when a client sends the same retry again. A second use is refused -32602
+        (`data.reason: "replayed"`; see `mcpsync.engine.single_use`)."""
         self._shape: FunctionShape | None = None
         if input_schema is None:
             self._shape = describe_function(fn, context_type=Context, passthrough_types=_PASSTHROUGH)
@@ -481,6 +489,7 @@ class Service:
         meta: dict[str, Any] | None = None,
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        single_use_state: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -496,6 +505,7 @@ class Service:
         meta: dict[str, Any] | None = None,
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        single_use_state: bool = False,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool: `@service.tool` or `@service.tool(name=..., ...)`.
 
@@ -514,6 +524,7 @@ class Service:
                 meta=meta,
                 requires=requires,
                 scopes=scopes,
+                single_use_state=single_use_state,
             )
             self.add_tool(tool)
             return func

@@ -36,6 +36,7 @@ from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .request_state import DEFAULT_TTL, RequestStateSealer
 from .served import Served
 from .session import Session
+from .single_use import Claim, LocalClaims
 
 log = logging.getLogger("mcpsync")
 
@@ -55,7 +56,13 @@ INLINE_METHODS = frozenset(
 
 
 class Engine:
-    """Executes MCP requests against a catalog. Shared by every transport and connection."""
+    """Executes MCP requests against a catalog. Shared by every transport and connection.
+
+    `single_use_state`: every tool's 2026-07-28 `requestState` runs it once (without it, only the
+    tools marked `Tool(single_use_state=True)`); `claim`: the store's `claim(key, ttl)` those
+    states are marked used in, shared by the replicas (default: this process's, `LocalClaims`;
+    see `use_claims` and `mcpsync.engine.single_use`).
+    """
 
     def __init__(
         self,
@@ -71,6 +78,8 @@ class Engine:
         request_state_secret: bytes | str | None = None,
         request_state_ttl: float = DEFAULT_TTL,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        single_use_state: bool = False,
+        claim: Claim | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -87,6 +96,8 @@ class Engine:
             page_size=page_size,
             request_states=RequestStateSealer(request_state_secret, ttl=request_state_ttl),
             ask_timeout=ask_timeout,
+            single_use_state=_checked_flag(single_use_state),
+            claim=_checked_claim(claim) if claim is not None else LocalClaims().claim,
         )
         """What the operations read: the one copy of the settings they share with the engine."""
         self.ttl_ms = ttl_ms
@@ -126,6 +137,27 @@ class Engine:
     def request_states(self, sealer: RequestStateSealer) -> None:
         self.served.request_states = sealer
 
+    @property
+    def single_use_state(self) -> bool:
+        """Whether every tool's `requestState` runs it once (not only those marked so)."""
+        return self.served.single_use_state
+
+    @single_use_state.setter
+    def single_use_state(self, value: bool) -> None:
+        self.served.single_use_state = _checked_flag(value)
+
+    @property
+    def claim(self) -> Claim:
+        """Marks single-use states used: `claim(key, ttl)` is True for the first use."""
+        return self.served.claim
+
+    def use_claims(self, claim: Claim) -> None:
+        """Mark single-use states used in `claim` from now on: the `claim` method of the store
+        every replica shares (`MemoryStore().claim` in one process, `RedisStore(...).claim`), so a
+        state used on one replica is refused on every other. Marks made before stay where they
+        were (call this before serving)."""
+        self.served.claim = _checked_claim(claim)
+
     def runs_inline(self, request: Request) -> bool:
         """Whether `request` answers (or defers to an upstream) without sending anything first and
         without waiting on the client: a listing, discovery, a forwarded tool call, or a local tool
@@ -137,8 +169,13 @@ class Engine:
         if request.method == "tools/call":
             name = request.params.get("name")
             tool = self.catalog.find_tool(name) if isinstance(name, str) else None
-            return tool is None or not getattr(tool, "takes_context", False)
+            return tool is None or not (getattr(tool, "takes_context", False) or self._claims_state(request, tool))
         return request.method in INLINE_METHODS
+
+    def _claims_state(self, request: Request, tool: Tool) -> bool:
+        """Whether running the call first claims its `requestState` in the store (a round trip
+        to Redis, perhaps a socket timeout): never on the thread that reads the requests."""
+        return "requestState" in request.params and self.served.single_use(tool)
 
     def forwards_at_once(self, request: Request) -> bool:
         """Whether `request` is a tool call forwarded to an upstream server without an interceptor
@@ -149,7 +186,7 @@ class Engine:
             return False
         name = request.params.get("name")
         tool = self.catalog.find_tool_known(name) if isinstance(name, str) else None  # never asks an upstream
-        return tool is not None and hasattr(tool, "start")
+        return tool is not None and hasattr(tool, "start") and not self._claims_state(request, tool)
 
     def execute_to(
         self,
@@ -333,3 +370,15 @@ class Engine:
             result.setdefault("ttlMs", self.ttl_ms)
             result.setdefault("cacheScope", "private" if private else self.cache_scope)
         return result
+
+
+def _checked_flag(value: bool) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError("single_use_state must be a bool")
+    return value
+
+
+def _checked_claim(claim: Claim) -> Claim:
+    if not callable(claim):
+        raise TypeError("claim must be a callable (key, ttl) -> bool, such as a Store's claim method")
+    return claim

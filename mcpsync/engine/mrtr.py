@@ -9,6 +9,10 @@ without an answer unwinds the body (`NeedAnswers`) and `answering` turns that in
 start; each question finds its answer under the same key, so it goes one step further each
 round. The client sends only the current round's answers; the earlier ones come back sealed.
 
+A tool marked single-use (or every tool, by the engine's setting) also claims its retry's state in
+the store of used states just before it runs (`single_use`): a state runs its tool once, whichever
+replica the retries reach.
+
 A function may also return `InputRequired(questions, state)` itself. In 2026-07-28 that is the
 same result; on a handshake-era connection the questions are asked at once (or, with none, a
 short pause passes) and the body runs again with `ctx.state` set, up to `MAX_HANDSHAKE_ROUNDS`
@@ -18,13 +22,15 @@ times.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..catalog.context import AskCancelled
 from ..catalog.questions import NeedAnswers
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
-from .request_state import MRTR_METHODS, RequestStateSealer
+from . import single_use
+from .request_state import MRTR_METHODS, RequestStateSealer, SealedState
 
 if TYPE_CHECKING:
     from ..catalog.context import Context
@@ -41,16 +47,31 @@ HANDSHAKE_PAUSE, HANDSHAKE_MAX_PAUSE = 0.05, 1.0
 (it wants time: load shedding, long work), doubling from the first to the second."""
 
 
-def prepare(sealer: RequestStateSealer, call: Call) -> tuple[dict[str, Any], Any]:
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """What a request brings from earlier rounds (nothing, for a first round or the handshake era)."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    """The sealed answers of earlier rounds, with this round's `inputResponses` over them."""
+    state: Any = None
+    """The function's own state (`ctx.state`)."""
+    token: str | None = None
+    """The `requestState` that opened, as the client sent it (None: the request carried none)."""
+    sealed: SealedState | None = None
+    """What it opened to (its expiry, for a single-use mark's lifetime)."""
+
+
+def prepare(sealer: RequestStateSealer, call: Call) -> Retry:
     """The answers and the function's state a 2026-07-28 retry brings: -32602 for a
     `requestState` that fails to open (with `data.reason`) or `inputResponses` that is no object."""
     if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
-        return {}, None
+        return Retry()
     params = call.params
     answers: dict[str, Any] = {}
-    state = None
+    state, token, sealed = None, None, None
     if "requestState" in params:
-        sealed = sealer.open(params["requestState"], call.method, params, principal=_principal_key(call))
+        token = params["requestState"]
+        sealed = sealer.open(token, call.method, params, principal=_principal_key(call))
         answers.update(sealed.answers)
         state = sealed.app_state
     if "inputResponses" in params:
@@ -58,7 +79,24 @@ def prepare(sealer: RequestStateSealer, call: Call) -> tuple[dict[str, Any], Any
         if not isinstance(responses, dict):
             raise McpError(ErrorCode.INVALID_PARAMS, f"{call.method}: params.inputResponses must be an object", {"reason": "invalid_input_responses"})
         answers.update(responses)
-    return answers, state
+    return Retry(answers, state, token, sealed)
+
+
+def consumer(sealer: RequestStateSealer, claim: single_use.Claim, retry: Retry) -> Callable[[], None] | None:
+    """What marks the retry's state used (call it just before the single-use tool runs: it raises
+    "replayed" or "unchecked" instead, see `single_use.consume`); None for a request without one."""
+    token, sealed = retry.token, retry.sealed
+    if token is None or sealed is None:
+        return None
+    claimed = False
+
+    def consume() -> None:  # once per request: an interceptor may call the tool twice
+        nonlocal claimed
+        if not claimed:
+            single_use.consume(claim, sealer, token, sealed)
+            claimed = True
+
+    return consume
 
 
 def answering(call: Call, ctx: Context, body: Callable[[], T]) -> T | dict[str, Any]:
@@ -87,12 +125,13 @@ def returned(ctx: Context, value: InputRequired) -> NeedAnswers:
     return NeedAnswers([ctx.keyed(question) for question in value.questions], value.state)
 
 
-def sealer_for(sealer: RequestStateSealer, call: Call) -> Callable[[dict[str, Any], Any], str] | None:
-    """What seals this request's next `requestState` (None where input_required is not allowed)."""
+def sealer_for(sealer: RequestStateSealer, call: Call, *, unique: bool = False) -> Callable[[dict[str, Any], Any], str] | None:
+    """What seals this request's next `requestState` (None where input_required is not allowed);
+    `unique` for a single-use tool's (a nonce: no two of its tokens, so marks, are alike)."""
     if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
         return None
     principal = _principal_key(call)
-    return lambda answers, state: sealer.seal(call.method, call.params, answers, state, principal=principal)
+    return lambda answers, state: sealer.seal(call.method, call.params, answers, state, principal=principal, unique=unique)
 
 
 def _principal_key(call: Call) -> str | None:

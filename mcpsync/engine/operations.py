@@ -185,7 +185,10 @@ def set_log_level(served: Served, call: Call) -> dict[str, Any]:
 
 # -- the request context a function sees ----------------------------------------------------------
 
-def make_context(served: Served, call: Call) -> Context:
+def make_context(served: Served, call: Call, retry: mrtr.Retry | None = None, *, single_use: bool = False) -> Context:
+    """The request's `Context`, with what the retry brought (`retry`, already prepared, or
+    prepared here: a bad `requestState` raises -32602); `single_use`: the states it seals are
+    a single-use tool's."""
     meta = call.params.get("_meta")
     progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
     if call.era is Era.MODERN:
@@ -197,7 +200,8 @@ def make_context(served: Served, call: Call) -> Context:
     else:
         wants_log = call.session.wants_log
         capabilities, client_info = call.session.client_capabilities, call.session.client_info
-    answers, state = mrtr.prepare(served.request_states, call)
+    if retry is None:
+        retry = mrtr.prepare(served.request_states, call)
     return Context(
         request_id=call.request.id,
         era=call.era,
@@ -210,10 +214,10 @@ def make_context(served: Served, call: Call) -> Context:
         wants_log=wants_log,
         on_cancel=getattr(call.exchange, "on_cancel", None),
         ask_client=getattr(call.exchange, "ask", None) if call.era is Era.HANDSHAKE else None,
-        answers=answers,
-        state=state,
+        answers=retry.answers,
+        state=retry.state,
         ask_timeout=served.ask_timeout,
-        seal=mrtr.sealer_for(served.request_states, call),
+        seal=mrtr.sealer_for(served.request_states, call, unique=single_use),
         principal=call.principal,
     )
 
@@ -304,11 +308,16 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
                 )
             return error_result(f"Tool '{name}' requires client capabilities the client did not declare: {', '.join(missing)}")
     gate = version_at_least(call.protocol_version, "2025-06-18")
-    context = make_context(served, call)
+    single_use = served.single_use(tool)
+    retry = mrtr.prepare(served.request_states, call)
+    context = make_context(served, call, retry, single_use=single_use)
+    consume = mrtr.consumer(served.request_states, served.claim, retry) if single_use else None
     start = getattr(tool, "start", None)
     if start is not None and not (served.interceptors and _wraps_tool_calls(served)):
+        if consume is not None:
+            consume()
         return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
-    run = _chain(served, tool)
+    run = _chain(served, tool, consume)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
 
 
@@ -368,12 +377,17 @@ def missing_capabilities(required: dict[str, Any], declared: dict[str, Any]) -> 
     return missing
 
 
-def _chain(served: Served, tool: Tool) -> Callable[[ToolCall], dict[str, Any]]:
+def _chain(served: Served, tool: Tool, consume: Callable[[], None] | None = None) -> Callable[[ToolCall], dict[str, Any]]:
+    """The tool behind its interceptors' `around_tool_call`. `consume` marks a single-use state
+    used: last, once nothing else can refuse the call, so a refused retry keeps its state."""
+
     def innermost(tool_call: ToolCall) -> dict[str, Any]:
         if served.interceptors:  # an interceptor may have changed them: check again
             refused = _refused_arguments(tool, tool_call.arguments)
             if refused is not None:
                 return refused
+        if consume is not None:
+            consume()  # raises "replayed" or "unchecked": the tool does not run
         return _run_tool(tool, tool_call)
 
     proceed: Callable[[ToolCall], dict[str, Any]] = innermost

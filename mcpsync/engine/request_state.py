@@ -18,7 +18,12 @@ The spec calls that string attacker-controlled, so it is sealed:
 Opening checks, in order: the token's shape (malformed), the MAC (tampered), the payload (malformed),
 the expiry (expired), then the binding (mismatched). It raises `RequestStateError`. That is an
 `McpError` carrying -32602 and `data: {"reason": ...}`, so the engine answers it like any other error
-the peer caused.
+the peer caused. A token that opens is still refused as "replayed" when its tool is single-use and
+the token was used before (`single_use`, which needs a shared store: the sealer alone cannot tell).
+
+The token of a single-use tool carries a random nonce (`seal(..., unique=True)`), so no two seals
+give the same token, even for the same answers in the same millisecond: a single-use mark (a digest
+of the token) then never hits a later round's fresh token. Other tokens stay without one, shorter.
 
 Sealed means signed, not encrypted: the client can read what is inside. That is fine for the
 client's own answers; an application must not put secrets in `app_state`.
@@ -54,6 +59,7 @@ __all__ = [
     "MALFORMED",
     "MISMATCHED",
     "MRTR_METHODS",
+    "REPLAYED",
     "TAMPERED",
     "RequestStateError",
     "RequestStateSealer",
@@ -81,18 +87,23 @@ MISMATCHED = "mismatched"
 """The MAC verifies, but the token was issued for another method, params, audience or principal."""
 MALFORMED = "malformed"
 """The value is not a token at all (wrong type, prefix, alphabet or payload)."""
+REPLAYED = "replayed"
+"""The token opens, but its tool is single-use and it was used before (on any replica sharing the
+store of used states); the MRTR page's one-time operations (see `single_use`)."""
 
 _MESSAGES = MappingProxyType({
     TAMPERED: "requestState failed its integrity check",
     EXPIRED: "requestState has expired",
     MISMATCHED: "requestState was issued for a different request",
     MALFORMED: "requestState is not a valid token",
+    REPLAYED: "requestState has already been used",
 })
 
 _PREFIX = "ms1"
 _KEY_LABEL = b"mcpsync/request-state/v1"
 _PRINCIPAL_LABEL = b"mcpsync/request-state/principal\x00"
 _PAYLOAD_VERSION = 1
+_NONCE_BYTES = 12  # 96 random bits: tokens never repeat, so neither do their single-use marks
 _TOKEN_SHAPE = re.compile(re.escape(_PREFIX) + r"\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)")  # base64url, unpadded
 # What the retry adds to the original params, and the envelope that changes every round.
 _UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
@@ -222,6 +233,7 @@ class RequestStateSealer:
         *,
         asked: Mapping[str, str] | None = None,
         principal: str | None = None,
+        unique: bool = False,
     ) -> str:
         """Seal the state for the retry of one request.
 
@@ -237,6 +249,9 @@ class RequestStateSealer:
                 `SealedState.asked`.
             principal: The authenticated caller, if any. The token then opens only for the same
                 principal. A keyed digest is stored, never the name itself.
+            unique: Add a random nonce, so the token differs from every other one, even sealed
+                with the same answers in the same millisecond (a single-use state's mark must
+                never match a later round's token).
 
         Returns:
             The token, ASCII only, to send as `requestState`.
@@ -255,6 +270,8 @@ class RequestStateSealer:
             "x": round((self._clock() + self._ttl) * 1000),  # integer milliseconds
             "a": _str_keyed(answers or {}, "answers"),
         }
+        if unique:
+            payload["n"] = _b64u(secrets.token_bytes(_NONCE_BYTES))
         if app_state is not None:
             payload["s"] = app_state
         if asked:
@@ -324,6 +341,12 @@ class RequestStateSealer:
             expires_at=payload["x"] / 1000,
             asked=dict(payload.get("q") or {}),
         )
+
+    def time_left(self, state: SealedState) -> float:
+        """Seconds until `state` stops being accepted, in this sealer's clock (0 once expired):
+        how long a single-use mark of it must be kept, since after that the token is refused as
+        expired anyway."""
+        return max(0.0, state.expires_at - self._clock())
 
     def _verifying_key(self, signed: str, mac: str) -> bytes | None:
         """The key whose MAC over `signed` equals `mac` (compared in constant time), or None."""

@@ -11,13 +11,14 @@ operation at once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.catalog import Catalog
 from ..catalog.service import Tool
 from .interceptors import Interceptor
 from .request_state import RequestStateSealer
+from .single_use import Claim, LocalClaims
 
 
 @dataclass(slots=True)
@@ -36,7 +37,17 @@ class Served:
     """Seals the `requestState` of 2026-07-28 `input_required` results (see `mrtr`)."""
     ask_timeout: float
     """How long a function's question to a handshake-era client may wait for its answer."""
+    single_use_state: bool = False
+    """Every tool's `requestState` runs it once (as `Tool(single_use_state=True)` does for one)."""
+    claim: Claim = field(default_factory=lambda: LocalClaims().claim)
+    """Marks a single-use state used (`Store.claim`): this process's marks unless the engine is
+    handed a store the replicas share (`Engine.use_claims`)."""
 
     def visible(self, tool: Tool) -> bool:
         """Whether `tool` is served (listed and callable) under the filter."""
         return self.tool_filter is None or self.tool_filter(tool)
+
+    def single_use(self, tool: Tool) -> bool:
+        """Whether a retry's `requestState` may run `tool` only once (its own mark, or the
+        engine's setting; an upstream's tool has no mark of its own)."""
+        return self.single_use_state or bool(getattr(tool, "single_use_state", False))
