@@ -1,0 +1,405 @@
+"""The Redis store: the replicas' shared sessions, event logs and single-use claims in one Redis.
+
+Strategy: every method is one round trip, either a Lua script (`register_script`: the script runs
+atomically in Redis, so a check and the write it guards cannot be split by another replica) or a
+MULTI pipeline when no decision depends on what is read. No lock is held between calls and the store
+has no thread of its own: callers (many WSGI and worker threads) share redis-py's thread-safe
+connection pool.
+
+Keys (`N` is the namespace, `"mcpsync:"` by default, so one Redis can serve several deployments):
+
+- `N session:<id>`: a hash, one field per `SessionRecord` field, each value JSON. Fields are separate
+  so `update_session` writes only the fields it is given (HSET) and two replicas changing different
+  fields at once both keep theirs, with no read-modify-write.
+- `N events:<id>`: a Redis Stream, the session's GET-stream log; each entry's one field `f` is the
+  frame. Ids are Redis's own `<ms>-<seq>`, increasing and never reused within a stream (Redis keeps a
+  stream's last id even as it trims). XADD trims with `MAXLEN = log_cap`, exact rather than `~`:
+  approximate trimming only drops whole radix-tree nodes (up to 100 entries or 4 KB each by
+  default), so a log would keep up to a node's worth more than log_cap, while exact trimming at a
+  full log removes the one oldest entry per XADD, which is O(1) (Redis marks it deleted in its node
+  and frees the node once it is empty).
+- `N sessions:fresh` and `N sessions:used`: sorted sets of the live session ids, scored by their
+  expiry in ms of the Redis server's clock. "Fresh" ones were never loaded since `create_session`
+  (the first to evict at the cap: the lowest score is the one that has waited longest); a load moves
+  a session to "used". Redis cannot expire a member of a set, so the scripts first drop members
+  whose score has passed (ZREMRANGEBYSCORE) before they count or list them.
+- `N claim:<key>`: a string set with NX and PX, Redis's own one-time mark.
+
+Expiry is Redis's: the hash and the stream carry the same absolute expiry (PEXPIREAT from
+`create_session` and `load_session`; an append gives the stream its hash's remaining PTTL), which is
+also the session's score in its sorted set. The scripts read the time with Redis's TIME rather than taking it
+from the caller, because the replicas' clocks differ: an expiry computed by one replica and compared
+by another would make a session live longer or shorter than its ttl by their skew, while one clock
+(the one Redis also expires keys by) keeps the hash, the stream and the scores in step. The caller
+passes only the ttl. Since Redis 5 a script's writes are replicated as their effects, so TIME in a
+script does not make Redis replicas diverge.
+
+Failures: redis-py's retries are off (`Retry(NoBackoff(), 0)`, as in `RedisBus`), so an outage is
+seen at the first failed call rather than hidden by silent retries; any Redis error, socket error or
+timeout (`socket_timeout` bounds every connect, send and read) is raised as `StoreUnavailable`,
+naming Redis by host:port/db only (the URL may hold a password). A connection error or timeout also
+drops the pool's idle connections: the pool itself notices a connection Redis closed when it hands it
+out, but not one whose peer vanished without closing it (a partition, a host gone), and each of those
+would fail once more, a socket_timeout later, after Redis is back. A script cache emptied by a Redis
+restart is refilled by redis-py on the NOSCRIPT error (two more round trips, once).
+
+Needs Redis 6.2 or later (exclusive XRANGE starts). Not for Redis Cluster: the scripts touch session
+keys they derive from the sets (a fresh session to evict, the live ids to list), which Cluster only
+allows for keys declared to the script and in one slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from .redis import redis_address
+from .store import SessionRecord, StoreUnavailable
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from redis.commands.core import Script
+
+__all__ = ["RedisStore"]
+
+log = logging.getLogger("mcpsync")
+
+DEFAULT_NAMESPACE = "mcpsync:"
+"""Prefixed to every key (the same default as `RedisBus`'s channels)."""
+DEFAULT_SOCKET_TIMEOUT = 2.0
+"""Seconds any one Redis operation (connect, send, read) may take before a call raises `StoreUnavailable`."""
+DEFAULT_LOG_CAP = 256
+"""Events kept per session log (as `MemoryStore`)."""
+HEALTH_CHECK_INTERVAL = 5
+"""Seconds of idleness after which redis-py checks a pooled connection with a PING before using it."""
+
+_FIELDS = frozenset(f.name for f in fields(SessionRecord))
+_FRAME = b"f"
+_MAX_ID_PART = 2**64 - 1
+_STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
+
+# Every script reads the time as Redis's ms: TIME is [seconds, microseconds].
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+_CREATE = _NOW + """
+-- KEYS: fresh, used, the new session's hash, its stream. ARGV: namespace, id, ttl ms, cap, field, value...
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+-- an id created again replaces its session (and its log), which then does not count against the cap
+redis.call('DEL', KEYS[3], KEYS[4])
+redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[2])
+if redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #oldest == 0 then
+    return 0
+  end
+  redis.call('ZREM', KEYS[1], oldest[1])
+  redis.call('DEL', ARGV[1] .. 'session:' .. oldest[1], ARGV[1] .. 'events:' .. oldest[1])
+end
+local at = now + tonumber(ARGV[3])
+redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+redis.call('PEXPIREAT', KEYS[3], at)
+redis.call('ZADD', KEYS[1], at, ARGV[2])
+return 1
+"""
+
+_LOAD = _NOW + """
+-- KEYS: hash, stream, fresh, used. ARGV: id, ttl ms.
+local data = redis.call('HGETALL', KEYS[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if #data == 0 then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  return false
+end
+local at = now + tonumber(ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], at)
+redis.call('PEXPIREAT', KEYS[2], at)
+redis.call('ZADD', KEYS[4], at, ARGV[1])
+return data
+"""
+
+_UPDATE = """
+-- KEYS: hash. ARGV: field, value... Only a live hash: HSET on a missing key would create one with no
+-- expiry (a deleted or expired session brought back for good).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+_SUBSCRIPTIONS = _NOW + """
+-- KEYS: fresh, used. ARGV: namespace. Returns id, subscriptions JSON, id, ...
+local out = {}
+for _, set in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', now)
+  for _, id in ipairs(redis.call('ZRANGE', set, 0, -1)) do
+    local key = ARGV[1] .. 'session:' .. id
+    local subscriptions = redis.call('HGET', key, 'subscriptions')
+    if subscriptions then
+      out[#out + 1] = id
+      out[#out + 1] = subscriptions
+    elseif redis.call('EXISTS', key) == 1 then
+      out[#out + 1] = id
+      out[#out + 1] = '[]'
+    else
+      redis.call('ZREM', set, id)  -- its hash is gone (evicted under maxmemory): mend the index
+    end
+  end
+end
+return out
+"""
+
+_APPEND = """
+-- KEYS: hash, stream, hash, stream... ARGV: log cap, frame, frame... Returns each new id, or false.
+-- The hash's existence and the XADD are one step: a session deleted meanwhile cannot get a stream
+-- that nothing would ever expire or delete.
+local out = {}
+for i = 1, #KEYS, 2 do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl == -2 then
+    out[#out + 1] = false
+  else
+    out[#out + 1] = redis.call('XADD', KEYS[i + 1], 'MAXLEN', '=', ARGV[1], '*', 'f', ARGV[(i + 1) / 2 + 1])
+    if ttl > 0 then
+      redis.call('PEXPIRE', KEYS[i + 1], ttl)
+    end
+  end
+end
+return out
+"""
+
+
+def _ms(seconds: float) -> int:
+    """A ttl in whole ms, rounded up: a positive ttl never becomes 0 (which would expire at once)."""
+    return max(0, math.ceil(seconds * 1000))
+
+
+def _encode(name: str, value: Any) -> str:
+    return json.dumps(sorted(value) if name == "subscriptions" else value, separators=(",", ":"), ensure_ascii=False)
+
+
+class RedisStore:
+    """A `Store` in Redis; see the module docstring for the keys, the expiry and the failures.
+
+    Args:
+        url: `redis://[[user]:password@]HOST[:PORT][/DB]` or `rediss://...`, with redis-py's URL options.
+        namespace: prefixed to every key in Redis (the same default as `RedisBus`'s channels).
+        socket_timeout: seconds any one Redis operation (connect, send, read) may take before the
+            call raises `StoreUnavailable`.
+        log_cap: events kept per session log.
+
+    Raises:
+        ValueError: a malformed URL (the message does not repeat it), a non-positive timeout or cap.
+        ImportError: the `redis` package is not installed (`pip install 'mcpsync[redis]'`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        log_cap: int = DEFAULT_LOG_CAP,
+    ) -> None:
+        if socket_timeout <= 0:
+            raise ValueError("socket_timeout must be positive")
+        if log_cap < 1:
+            raise ValueError("log_cap must be at least 1")
+        self.address = redis_address(url)
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as exc:
+            raise ImportError("the Redis store needs the redis package: pip install 'mcpsync[redis]'") from exc
+        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._connection_errors: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+        self._client: Redis = redis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=HEALTH_CHECK_INTERVAL,
+        )
+        self._ns = namespace
+        self._fresh = f"{namespace}sessions:fresh"
+        self._used = f"{namespace}sessions:used"
+        self._log_cap = log_cap
+        self._closed = False
+        # register_script only hashes the text here; each is sent to Redis on its first NOSCRIPT
+        self._create: Script = self._client.register_script(_CREATE)
+        self._load: Script = self._client.register_script(_LOAD)
+        self._update: Script = self._client.register_script(_UPDATE)
+        self._subscriptions: Script = self._client.register_script(_SUBSCRIPTIONS)
+        self._append: Script = self._client.register_script(_APPEND)
+
+    def _session(self, session_id: str) -> str:
+        return f"{self._ns}session:{session_id}"
+
+    def _events(self, session_id: str) -> str:
+        return f"{self._ns}events:{session_id}"
+
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Turn what redis-py raises into `StoreUnavailable` (naming host:port/db, never the URL)."""
+        if self._closed:
+            raise StoreUnavailable(f"the store for Redis at {self.address} is closed")
+        try:
+            yield
+        except self._errors as exc:
+            if isinstance(exc, self._connection_errors):
+                try:
+                    self._client.connection_pool.disconnect(inuse_connections=False)
+                except self._errors:
+                    pass
+            raise StoreUnavailable(f"Redis at {self.address} did not answer ({type(exc).__name__})") from exc
+
+    # -- sessions --------------------------------------------------------------------------------
+    def create_session(self, session_id: str, record: SessionRecord, *, ttl: float, cap: int) -> bool:
+        """See `Store.create_session`. One script: prune, count both sets, evict the fresh session
+        with the lowest expiry or refuse, then write the hash, its expiry and its place in "fresh".
+        An id created again replaces that session, its log included."""
+        pairs = [item for name, value in record.to_json().items() for item in (name, _encode(name, value))]
+        with self._reaching():
+            created = self._create(
+                keys=[self._fresh, self._used, self._session(session_id), self._events(session_id)],
+                args=[self._ns, session_id, _ms(ttl), cap, *pairs],
+            )
+        return bool(created)
+
+    def load_session(self, session_id: str, *, ttl: float) -> SessionRecord | None:
+        """See `Store.load_session`. One script: read the hash, push the hash's and the stream's
+        expiry, move the id from "fresh" to "used". A corrupt record is logged (never its content),
+        deleted (else, loaded again and again, it would hold a place under the cap for good) and
+        answered as missing."""
+        with self._reaching():
+            data = self._load(
+                keys=[self._session(session_id), self._events(session_id), self._fresh, self._used],
+                args=[session_id, _ms(ttl)],
+            )
+        if not data:
+            return None
+        try:
+            it = iter(data)
+            return SessionRecord.from_json({bytes(name).decode(): json.loads(value) for name, value in zip(it, it, strict=True)})
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            log.warning("store: a session record in Redis at %s is corrupt (%s); it is deleted and treated as missing",
+                        self.address, type(exc).__name__)
+        try:
+            self.delete_session(session_id)
+        except StoreUnavailable:
+            pass  # it expires with its ttl all the same
+        return None
+
+    def update_session(self, session_id: str, **changes: Any) -> None:
+        """See `Store.update_session`. HSET of the named fields only, in a script that first checks
+        the hash exists (a missing session is not created again). Raises TypeError for a name that
+        is not a `SessionRecord` field, as `MemoryStore` does."""
+        unknown = set(changes) - _FIELDS
+        if unknown:
+            raise TypeError(f"not SessionRecord fields: {', '.join(sorted(unknown))}")
+        if not changes:
+            return
+        pairs = [item for name, value in changes.items() for item in (name, _encode(name, value))]
+        with self._reaching():
+            self._update(keys=[self._session(session_id)], args=pairs)
+
+    def delete_session(self, session_id: str) -> bool:
+        """See `Store.delete_session`. One MULTI: the hash, the stream and the id in both sets."""
+        with self._reaching():
+            pipeline = self._client.pipeline(transaction=True)
+            pipeline.delete(self._session(session_id))
+            pipeline.delete(self._events(session_id))
+            pipeline.zrem(self._fresh, session_id)
+            pipeline.zrem(self._used, session_id)
+            deleted = pipeline.execute()
+        return bool(deleted[0])
+
+    def session_subscriptions(self) -> dict[str, frozenset[str]]:
+        """See `Store.session_subscriptions`. One script over both sets: O(live sessions), and Redis
+        serves nobody else meanwhile (measured: 34 ms for 20,000 sessions, Redis 7.0 on loopback)."""
+        with self._reaching():
+            flat = self._subscriptions(keys=[self._fresh, self._used], args=[self._ns])
+        found: dict[str, frozenset[str]] = {}
+        corrupt = 0
+        it = iter(flat)
+        for raw_id, raw_subscriptions in zip(it, it, strict=True):
+            try:
+                subscriptions = json.loads(raw_subscriptions)
+                if not isinstance(subscriptions, list) or not all(isinstance(uri, str) for uri in subscriptions):
+                    raise ValueError("not a list of URIs")
+                found[bytes(raw_id).decode()] = frozenset(subscriptions)
+            except ValueError:
+                corrupt += 1
+        if corrupt:
+            log.warning("store: %d session record(s) in Redis at %s have corrupt subscriptions; left out", corrupt, self.address)
+        return found
+
+    # -- event logs ------------------------------------------------------------------------------
+    def append_events(self, frames: Mapping[str, bytes]) -> dict[str, str]:
+        """See `Store.append_events`. One script for every session: for each whose hash exists, XADD
+        (exact MAXLEN) and give the stream the hash's remaining ttl. In one script rather than
+        XADD NOMKSTREAM after a check, because a session deleted between the check and the first
+        XADD would leave a stream nothing expires."""
+        if not frames:
+            return {}
+        ids = list(frames)
+        keys = [key for sid in ids for key in (self._session(sid), self._events(sid))]
+        with self._reaching():
+            added = self._append(keys=keys, args=[self._log_cap, *(frames[sid] for sid in ids)])
+        return {sid: bytes(event_id).decode() for sid, event_id in zip(ids, added, strict=True) if event_id is not None}
+
+    def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:
+        """See `Store.events_after`. One MULTI: the hash's existence (a log ends with its session) and
+        XRANGE from just after `after`. An `after` not of the form `<ms>-<seq>` counts as None."""
+        if limit <= 0:
+            return []
+        start = "-"
+        match = _STREAM_ID.fullmatch(after) if after is not None else None
+        if match is not None and all(int(part) <= _MAX_ID_PART for part in match.groups()):
+            if int(match[1]) == int(match[2]) == _MAX_ID_PART:
+                return []  # nothing can follow the largest id (and Redis refuses the range)
+            start = f"({after}"
+        with self._reaching():
+            pipeline = self._client.pipeline(transaction=True)
+            pipeline.exists(self._session(session_id))
+            pipeline.xrange(self._events(session_id), start, "+", count=limit)
+            exists, entries = pipeline.execute()
+        if not exists:
+            return []
+        return [(bytes(event_id).decode(), entry[_FRAME]) for event_id, entry in entries if _FRAME in entry]
+
+    # -- single use ------------------------------------------------------------------------------
+    def claim(self, key: str, ttl: float) -> bool:
+        """See `Store.claim`. SET NX PX: Redis decides which of two replicas claiming at once wins."""
+        with self._reaching():
+            claimed = self._client.set(f"{self._ns}claim:{key}", b"1", nx=True, px=max(1, _ms(ttl)))
+        return bool(claimed)
+
+    def close(self) -> None:
+        """Disconnect every pooled connection; idempotent. Later calls raise `StoreUnavailable`
+        rather than quietly opening new connections the owner believes released."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client.close()
+        except self._errors:
+            pass
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
