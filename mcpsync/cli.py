@@ -20,10 +20,12 @@ from ._version import __version__
 from .transport.http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SERVED_MAX_STREAMS,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_THREADS,
+    WsgiApp,
 )
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
 
@@ -116,6 +118,14 @@ def cli() -> None:
     "through this bus: redis://HOST:PORT/DB (the redis extra). Default: this process alone.",
 )
 @click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="HTTP: worker processes, run by gunicorn (the gunicorn extra), each building its own server from TARGET; "
+    "each serves --threads requests plus --max-streams streams (a thread each). With more than one, --bus redis://... "
+    "is what makes them one server: without it each worker has its own sessions and listens.  [default: 1, this process alone]",
+)
+@click.option(
     "--threads",
     type=click.IntRange(min=2),
     default=DEFAULT_THREADS,
@@ -131,7 +141,8 @@ def cli() -> None:
     "--max-streams",
     type=click.IntRange(min=1),
     default=None,
-    help=f"HTTP: listens and GET streams open at once, below --max-connections.  [default: {DEFAULT_SERVED_MAX_STREAMS} or 4/5 of --max-connections]",
+    help=f"HTTP: listens and GET streams open at once (per process), below --max-connections.  [default: {DEFAULT_SERVED_MAX_STREAMS} or 4/5 of "
+    f"--max-connections; with --processes, where each holds a thread, {DEFAULT_MAX_STREAMS}]",
 )
 @click.option(
     "--request-timeout",
@@ -165,6 +176,7 @@ def serve(
     http_path: str,
     allowed_hosts: tuple[str, ...],
     allowed_origins: tuple[str, ...],
+    processes: int | None,
     threads: int,
     max_connections: int,
     max_streams: int | None,
@@ -192,6 +204,13 @@ def serve(
     and open stream, --threads workers serve the requests. The same app runs under any WSGI
     server through Server.wsgi_app().
 
+    With --processes N (above 1) gunicorn runs N worker processes on that address instead (the
+    gunicorn extra: pip install 'mcpsync[gunicorn]'), each building its own server from TARGET
+    and the config after the fork. Clients then reach any worker: with --bus redis://... the
+    workers are one server (a change made through one reaches the listens held by every other);
+    without it each worker has its own sessions and listens, and a warning says so. SIGTERM stops
+    them gracefully: every open listen gets its complete result first.
+
     Tools that ask the client (ctx.elicit, ctx.sample, ctx.roots) answer 2026-07-28 requests with
     input_required and a requestState sealed under a random per-process secret; when several
     processes serve the same clients, give them one secret of 32 bytes or more in the environment
@@ -210,9 +229,12 @@ def serve(
       mcpsync serve --upstream "npx -y @modelcontextprotocol/server-everything"
       mcpsync serve --config ~/.config/Claude/claude_desktop_config.json
       mcpsync serve app.py --http 127.0.0.1:8000
+      mcpsync serve app.py --http 0.0.0.0:8000 --processes 4 --bus redis://127.0.0.1:6379/0
       mcpsync serve app.py --http 0.0.0.0:8000 --auth-resource https://mcp.example.com/mcp \\
         --auth-issuer https://login.example.com --auth-jwks-url https://login.example.com/jwks
     """
+    if processes is not None and http_address is None:
+        raise click.UsageError("--processes applies to --http only: a stdio server answers the one client that started it")
     config = _read_config(config_path, upstreams)
     settings = config.server if config is not None else {}
     _configure_logging(log_level or settings.get("log_level", "warning"))
@@ -232,6 +254,33 @@ def serve(
 
         if not bus.startswith(BUS_SCHEMES):  # the URL is not repeated: it may hold a password
             raise click.BadParameter(f"expected a URL starting with {', '.join(BUS_SCHEMES)}", param_hint="--bus")
+    if http_address is not None and processes is not None and processes > 1:
+        host, port = _parse_address(http_address)
+        streams = max_streams if max_streams is not None else min(DEFAULT_MAX_STREAMS, max(1, max_connections * 4 // 5))
+        if streams >= max_connections:
+            raise click.BadParameter("must be below --max-connections: each open stream holds a connection", param_hint="--max-streams")
+
+        def load_app() -> WsgiApp:  # in each worker, after the fork
+            server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
+            worker_auth = auth_for(config, given, over_http=True)  # its own: nothing made in the master is shared
+            if worker_auth is not None:
+                server.auth = worker_auth
+            _use_bus(server, bus)
+            from .gunicorn import manage
+
+            return manage(server).wsgi_app(
+                http_path,
+                allowed_hosts=allowed_hosts or None,
+                allowed_origins=allowed_origins or None,
+                max_streams=streams,
+                subscription_cap=streams,
+                request_timeout=request_timeout,
+                session_timeout=session_timeout,
+                keepalive=keepalive,
+            )
+
+        _serve_processes(processes, host, port, http_path, threads + streams, max_connections, log_level or settings.get("log_level", "warning"), bus, load_app)
+        return
     if http_address is not None:
         host, port = _parse_address(http_address)
         server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
@@ -288,6 +337,67 @@ def _use_bus(server: Server, url: str | None) -> None:
     except (ImportError, ValueError) as exc:
         server.close(timeout=0)
         raise click.ClickException(f"--bus: {exc}") from exc  # not the URL: it may hold a password
+
+
+def _serve_processes(
+    processes: int, host: str, port: int, path: str, threads: int, max_connections: int, log_level: str, bus: str | None, load_app: Callable[[], WsgiApp]
+) -> None:
+    """Run `processes` gunicorn workers on host:port, each serving `load_app()` (built in the
+    worker) on `threads` threads, until SIGTERM or Ctrl-C; the URL goes to stderr once the port is
+    bound, and each worker says so once it serves. A worker that cannot build its server stops
+    them all: exit 1 with its reason."""
+    try:
+        from ._gunicorn_app import GRACEFUL_TIMEOUT, KEEPALIVE, HaltServer, LoadFailed, ProcessesApplication
+    except ImportError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "gunicorn":
+            raise
+        raise click.ClickException("--processes runs its workers with gunicorn, which is not installed: pip install 'mcpsync[gunicorn]'") from exc
+    if bus is None or bus.startswith("memory://"):
+        logging.getLogger("mcpsync").warning(
+            "--processes %d without a shared bus (--bus redis://...): each worker has its own sessions and listens, "
+            "and a change made through one reaches only its own clients",
+            processes,
+        )
+    shown = f"[{host}]" if ":" in host else host
+
+    def load() -> WsgiApp:
+        try:
+            return load_app()
+        except click.ClickException as exc:
+            raise LoadFailed(f"mcpsync: {exc.format_message()}") from exc
+
+    def announce(url: str) -> None:
+        click.echo(f"mcpsync: serving MCP over HTTP at {url} with {processes} worker processes (gunicorn)", err=True)
+
+    settings = {
+        "bind": [f"{shown}:{port}"],
+        "workers": processes,
+        "worker_class": "gthread",
+        "threads": threads,
+        "worker_connections": max_connections,
+        "keepalive": KEEPALIVE,
+        "graceful_timeout": GRACEFUL_TIMEOUT,
+        "loglevel": log_level,
+        "errorlog": "-",
+        "accesslog": None,
+        "proc_name": "mcpsync",
+    }
+    _raise_fd_limit()
+    def worker_ready(pid: int) -> None:
+        click.echo(f"mcpsync: worker process {pid} is serving", err=True)
+
+    application = ProcessesApplication(settings, load, lambda bound: f"http://{shown}:{bound}{path}", announce, worker_ready)
+    master = os.getpid()
+    try:
+        application.run()
+    except SystemExit as exc:
+        # A worker leaves through here too (it was forked inside run()): its status is gunicorn's
+        # to read. The master's failure has been explained above it (a worker's reason, a busy port).
+        if os.getpid() == master and exc.code not in (None, 0):
+            raise click.ClickException(f"the worker processes stopped (gunicorn's exit status {exc.code})") from exc
+        raise
+    except HaltServer as exc:  # gunicorn 27 lets a second failed worker's halt escape its own handler
+        raise click.ClickException(f"the worker processes stopped: {exc.reason}") from exc
 
 
 def _greet_terminal(name: str) -> None:
