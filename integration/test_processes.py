@@ -1,5 +1,6 @@
 """`mcpsync serve --http ADDR --processes N`: N gunicorn workers, real processes on real sockets,
-one Redis (Debian's redis-server, started by the test) making them one server.
+one Redis (Debian's redis-server, started by the test) making them one server; and the load
+balancer of the multi-replica tests (integration/fixtures/nginx.py, Debian's nginx) in front of two.
 
 Which worker answered is seen through the fixture target's `pid` tool (integration/fixtures/
 pid_app.py), never a debug endpoint. A TCP connection stays with the worker that accepted it, so a
@@ -25,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from fixtures.nginx import Nginx
 from wire import children_of, has_traceback, modern_meta, read_serving_url, spawn_http_server, stat_fields
 
 import mcpsync
@@ -50,7 +52,9 @@ class Workers:
             self.kill()
             pytest.fail(f"the server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
         self.url = url
-        self.pids = self._read_worker_pids(processes)
+        self.port = int(urlsplit(url).port or 0)
+        # --processes 1 is today's server, in this one process: no workers to wait for
+        self.pids = self._read_worker_pids(processes) if processes > 1 else [self.proc.pid]
 
     def _read_worker_pids(self, count: int) -> list[int]:
         """Read stderr until `count` workers said they serve (the master binds the port before
@@ -225,3 +229,30 @@ def test_without_a_shared_bus_the_workers_warn_that_they_are_not_one_server() ->
         served.kill()
     assert status == 0, stderr
     assert "--processes 2 without a shared bus (--bus redis://...): each worker has its own sessions and listens" in served.stderr.decode()
+
+
+def test_nginx_balances_round_robin_with_no_affinity_and_streams_unbuffered(redis: RedisServer) -> None:
+    """The fixture the multi-replica tests stand on: every request goes to the next replica, even
+    on one client connection, and a listen's events pass through as they are written."""
+    replicas = [Workers(1, "--bus", redis.url, str(PID_APP)) for _ in range(2)]
+    try:
+        with Nginx(upstreams=[("127.0.0.1", replica.port) for replica in replicas]) as balancer:
+            client = Connection(balancer.mcp_url)
+            pids = [int(client.call("pid")) for _ in range(6)]
+            first, second = pids[:2]
+            assert {first, second} == {replica.proc.pid for replica in replicas}, balancer.access_log()
+            assert pids == [first, second] * 3, balancer.access_log()
+            messages = Connection(balancer.mcp_url).listen("L")  # the next request: on `first`
+            assert int(client.call("change")) == second  # and the one after: on the other replica
+            assert next(messages) == {
+                "jsonrpc": "2.0",
+                "method": "notifications/tools/list_changed",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "L"}},
+            }
+            client.close()
+        for replica in replicas:
+            status, _, stderr = replica.stop()
+            assert status == 0 and not has_traceback(stderr), stderr
+    finally:
+        for replica in replicas:
+            replica.kill()
