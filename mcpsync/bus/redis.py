@@ -382,10 +382,12 @@ class RedisBus:
 
     def _read(self, pubsub: PubSub, sock: socket.socket) -> bool:
         """Handle the messages Redis has sent, buffered by redis-py or waiting on the socket, up to
-        `BATCH`; whether it stopped at `BATCH` (there may be more). Selecting is safe once this
-        returns False: nothing is left that the socket would not signal."""
+        `BATCH`; whether it stopped early (at `BATCH`, or at a `close()`): look at the queue again.
+        Selecting is safe once this returns False: nothing is left that the socket would not signal."""
         connection = pubsub.connection
         for _ in range(BATCH):
+            if self._closing:  # close() from a handler: no handler runs after it
+                return True
             if connection is None or self._socket_of(connection) is not sock:
                 raise ConnectionError("the pub/sub connection was closed or replaced")
             if not connection.can_read(timeout=0):
