@@ -40,12 +40,13 @@ from .transport.http_options import (
     WsgiApp,
 )
 from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
-from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP
+from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
 
 if TYPE_CHECKING:
     from .auth.credentials import HttpCredentials
     from .auth.resource import Auth
     from .bus import Bus
+    from .bus.store import Store
     from .gateway.remote import RemoteSource
     from .transport.http import WsgiTransport
     from .transport.http_serving import HttpServing
@@ -88,6 +89,14 @@ class Server:
             processes serving the same clients (replicas): a URL ("redis://host:6379/0"; the
             `redis` extra) or a `Bus` (see `mcpsync.bus`); None: this process alone. A change made
             on any replica reaches the listeners of every one (see `use_bus`).
+        store: where the replicas keep what they share besides messages (handshake-era sessions
+            and their streams' events, single-use requestState marks; see `mcpsync.bus.store`).
+            A Redis bus URL brings its own (`RedisStore` on the same Redis); give one with a `Bus`
+            object (e.g. two `MemoryBus` peers and one `MemoryStore` are two replicas in a test).
+            None: sessions live in the process that created them.
+        single_use_state: every tool's 2026-07-28 `requestState` runs it once (a replay is
+            refused -32602, reason `replayed`), on every replica when they share a `store`; one
+            tool at a time: `@service.tool(single_use_state=True)`.
     """
 
     def __init__(
@@ -113,6 +122,8 @@ class Server:
         ask_timeout: float = 300.0,
         auth: Auth | None = None,
         bus: Bus | str | None = None,
+        store: Store | None = None,
+        single_use_state: bool = False,
     ) -> None:
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -130,6 +141,7 @@ class Server:
             request_state_secret=request_state_secret,
             request_state_ttl=request_state_ttl,
             ask_timeout=ask_timeout,
+            single_use_state=single_use_state,
         )
         self.workers = workers
         self.max_frame_bytes = max_frame_bytes
@@ -141,10 +153,13 @@ class Server:
         self._lock = threading.Lock()
         self._transports: list[Any] = []  # StdioServer, WsgiTransport, HttpServing
         self._bus: Bus | None = None
+        self._store: Store | None = None
         self.catalog.add_listener(self._changed)
         self.catalog.add_update_listener(self._updated)
         if bus is not None:
-            self.use_bus(bus)
+            self.use_bus(bus, store)
+        elif store is not None:
+            raise ValueError("a shared store needs the replicas' bus: give bus= too")
 
     @property
     def name(self) -> str:
@@ -275,9 +290,11 @@ class Server:
             remote.server_shutting_down(shutting_down)
 
     # -- changes, here and on the other replicas -------------------------------------------------
-    def use_bus(self, bus: Bus | str) -> None:
+    def use_bus(self, bus: Bus | str, store: Store | None = None) -> None:
         """Share list changes and resource updates with the other replicas through `bus` (a URL
-        or a `Bus`; see the `bus` argument). This server owns it from now on: `close()` closes it.
+        or a `Bus`; see the `bus` argument), and sessions through `store` (a Redis URL brings
+        one). This server owns both from now on: `close()` closes them. HTTP endpoints made
+        before this call keep their sessions to themselves.
 
         A change made here is delivered to the local listeners at once and published; one
         published by another replica is delivered to the local listeners only (never published
@@ -287,13 +304,19 @@ class Server:
         if self._bus is not None:
             raise McpsyncError("this server already has a bus")
         if isinstance(bus, str):
-            from .bus import bus_for
+            from .bus import bus_for, store_for
 
-            bus = bus_for(bus)
+            url = bus
+            bus = bus_for(url)
+            if store is None:
+                store = store_for(url)
         bus.subscribe(LIST_CHANGED_CHANNEL, self._remote_changed)
         bus.subscribe(RESOURCE_UPDATED_CHANNEL, self._remote_updated)
-        bus.on_reconnect(lambda: self._publish(KINDS))
+        bus.on_reconnect(lambda: self._publish(KINDS, RESYNC))
         self._bus = bus
+        self._store = store
+        if store is not None:
+            self.engine.use_claims(store.claim)  # a state used on any replica is used on all
 
     def _changed(self, kinds: frozenset[str]) -> None:
         self._publish(kinds)
@@ -313,19 +336,19 @@ class Server:
             log.warning("ignored a malformed list change from the bus")
             return
         if kinds:
-            self._publish(kinds)
+            self._publish(kinds, REMOTE)
 
     def _remote_updated(self, channel: str, payload: bytes) -> None:
         """On the bus's thread: another replica's resource update, for the local subscribers."""
-        self._publish_update(payload.decode("utf-8", "surrogatepass"))
+        self._publish_update(payload.decode("utf-8", "surrogatepass"), REMOTE)
 
-    def _publish(self, kinds: frozenset[str]) -> None:
+    def _publish(self, kinds: frozenset[str], origin: str = LOCAL) -> None:
         for transport in self._live_transports():
-            transport.publish_list_changed(kinds)
+            transport.publish_list_changed(kinds, origin)
 
-    def _publish_update(self, uri: str) -> None:
+    def _publish_update(self, uri: str, origin: str = LOCAL) -> None:
         for transport in self._live_transports():
-            transport.publish_resource_updated(uri)
+            transport.publish_resource_updated(uri, origin)
 
     def _live_transports(self) -> tuple[Any, ...]:
         with self._lock:
@@ -614,6 +637,8 @@ class Server:
             workers=self.workers if workers is None else workers,
             shutdown_timeout=self.shutdown_timeout if shutdown_timeout is None else shutdown_timeout,
             on_stopped=on_stopped,
+            store=self._store,
+            bus=self._bus,
         )
 
     def wait(self, timeout: float) -> bool:
@@ -638,6 +663,8 @@ class Server:
         self.catalog.close_remotes()
         if self._bus is not None:
             self._bus.close()
+        if self._store is not None:
+            self._store.close()
         return stopped
 
     def __enter__(self) -> Server:

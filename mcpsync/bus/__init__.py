@@ -25,9 +25,13 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from .memory import MemoryBus as MemoryBus
+from .memory_store import MemoryStore as MemoryStore
 from .redis import RedisBus as RedisBus
+from .store import SessionRecord as SessionRecord
+from .store import Store as Store
+from .store import StoreUnavailable as StoreUnavailable
 
-__all__ = ["Bus", "Handler", "MemoryBus", "RedisBus", "bus_for"]
+__all__ = ["Bus", "Handler", "MemoryBus", "MemoryStore", "RedisBus", "SessionRecord", "Store", "StoreUnavailable", "bus_for", "store_for"]
 
 Handler = Callable[[str, bytes], None]
 """Called with (channel, payload) for each message another bus published on the channel."""
@@ -84,3 +88,19 @@ def bus_for(url: str) -> Bus:
     if sep:
         raise ValueError(f"no bus for the URL scheme {scheme!r}: a bus URL is {known}")
     raise ValueError(f"not a bus URL: a bus URL is {known}")
+
+
+def store_for(url: str) -> Store | None:
+    """The store that goes with the bus a URL names: a `RedisStore` on the same Redis for
+    `redis://` and `rediss://`; None for `memory://` (one process keeps its own sessions).
+
+    Raises:
+        ValueError, ImportError: as `bus_for`.
+    """
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("redis", "rediss"):
+        from .redis_store import RedisStore
+
+        return RedisStore(url)
+    bus_for(url).close()  # the same checks, the same errors
+    return None

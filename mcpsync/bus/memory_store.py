@@ -50,8 +50,10 @@ class MemoryStore:
         self._clock = clock
 
     def _expire_locked(self, now: float) -> None:
-        for table, expired in ((self._sessions, [sid for sid, entry in self._sessions.items() if entry.expires <= now]),
-                               (self._claims, [key for key, until in self._claims.items() if until <= now])):
+        for table, expired in (
+            (self._sessions, [sid for sid, entry in self._sessions.items() if entry.expires <= now]),
+            (self._claims, [key for key, until in self._claims.items() if until <= now]),
+        ):
             for key in expired:
                 del table[key]
 
@@ -112,7 +114,7 @@ class MemoryStore:
         return ids
 
     def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:
-        start = int(after) if after is not None and after.isdigit() else 0
+        start = int(after) if after is not None and after.isascii() and after.isdigit() else 0
         with self._lock:
             entry = self._sessions.get(session_id)
             if entry is None or entry.expires <= self._clock():

@@ -15,9 +15,18 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024
 """The largest SSE line or event a parser accepts by default."""
 
 
-def sse_event(frame: bytes) -> bytes:
-    """One compact JSON-RPC frame (a single line) as an SSE `message` event."""
-    return b"event: message\ndata: " + frame.rstrip(b"\n") + b"\n\n"
+def sse_event(frame: bytes, event_id: str | None = None) -> bytes:
+    """One compact JSON-RPC frame (a single line) as an SSE `message` event, with its id if given
+    (the server's ids are visible ASCII: no line break can hide in one)."""
+    head = b"event: message\n" if event_id is None else b"id: " + event_id.encode("ascii") + b"\nevent: message\n"
+    return head + b"data: " + frame.rstrip(b"\n") + b"\n\n"
+
+
+def sse_priming(event_id: str, retry_ms: int) -> bytes:
+    """The first event of a resumable stream (SEP-1699): its id and no data, so a client that loses
+    the stream before any message can still reconnect with `Last-Event-ID`, and the `retry` delay
+    it should wait before reconnecting."""
+    return b"id: " + event_id.encode("ascii") + b"\nretry: " + str(retry_ms).encode() + b"\ndata: \n\n"
 
 
 class TooLarge(McpsyncError, ValueError):

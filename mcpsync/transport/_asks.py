@@ -2,7 +2,9 @@
 client's answer, shared by both transports.
 
 Strategy: a table from id to the waiting future. Ids are `"mcpsync-N"`, counted per table:
-strings, so a client's own ids (and a stray integer id) can never be mistaken for them. An ask is
+strings, so a client's own ids (and a stray integer id) can never be mistaken for them. Where
+several processes ask in one session (replicas sharing a store), each table's ids carry its
+process's tag (`"mcpsync-TAG-N"`), so an answer routed through the bus settles exactly one ask. An ask is
 registered before its frame is written, so an answer can never arrive first; the transport writes
 the frame and `forget`s the id if writing fails. Futures are settled outside the lock, since
 settling runs their callbacks (which may write) on the settling thread. Nothing here waits: the
@@ -32,9 +34,10 @@ class _Ask:
 class PendingAsks:
     """Asks awaiting the client's answer; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "mcpsync-") -> None:
         self._lock = threading.Lock()
         self._pending: dict[str, _Ask] = {}
+        self._prefix = prefix
         self._count = 0
         self._ended: str | None = None  # why later asks are refused
 
@@ -48,7 +51,7 @@ class PendingAsks:
             if self._ended is not None:
                 raise McpsyncError(f"cannot send {method} to the client: {self._ended}")
             self._count += 1
-            ask_id = f"mcpsync-{self._count}"
+            ask_id = f"{self._prefix}{self._count}"
             future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
             self._pending[ask_id] = _Ask(method, future, exchange)
         return ask_id, future

@@ -42,12 +42,18 @@ answers with a POST of its own that names the session, so the answer is matched 
 a session ends (DELETE, expiry, eviction, shutdown) its pending asks fail and later ones are
 refused. Sessions end outside the table's lock, since failing an ask runs its callbacks.
 
+GET-stream events carry ids (`Event`), so a client that reconnects with `Last-Event-ID` is sent
+what it missed. Here, in one process, each session keeps its newest events in a ring beside the
+channel (`offer`, `resume`); where replicas share a store, the store's log plays that part and this
+table holds only the process's copies of the sessions it serves (`_http_directory`).
+
 Lock order: the transport sets `HttpSession.streaming` under its own lock, and the setter takes
 the table's; the table therefore never calls out while it holds its lock.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import secrets
 import threading
@@ -58,26 +64,70 @@ from typing import Any
 
 from ..engine.session import Session
 from ._asks import PendingAsks
-from ._http_stream import Channel, Exchange
+from ._http_stream import Channel, Event, Exchange
 
 log = logging.getLogger("mcpsync")
 
 EVICTION_GRACE = 10.0  # seconds an idle, once-used session is safe from eviction (see the module docstring)
 
 
+SessionFactory = Callable[[str], Session]
+"""Makes the engine's `Session` of a new session id (the shared directory's writes through)."""
+
+
 class HttpSession:
     """One handshake-era client."""
 
-    def __init__(self, session_id: str, capacity: int, now: float, on_streaming: Callable[[HttpSession, bool], None] | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        capacity: int,
+        now: float,
+        on_streaming: Callable[[HttpSession, bool], None] | None = None,
+        *,
+        session: Session | None = None,
+        ask_prefix: str = "mcpsync-",
+    ) -> None:
         self.id = session_id
-        self.session = Session()
-        self.events = Channel(capacity)  # unsolicited notifications for the GET stream
-        self.asks = PendingAsks()  # server-to-client requests awaiting the client's answer
+        self.session = Session() if session is None else session
+        self.events = Channel(capacity)  # unsolicited notifications for the GET stream, as `Event`s
+        self.asks = PendingAsks(ask_prefix)  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
         self.principal_key: str | None = None  # who created it (`Principal.key`); only they may use it
         self.last_seen = now
+        # The GET stream's events: `feed_lock` orders what goes into `events`; `cursor` is the id of
+        # the last event put there (a shared store's log is read after it); `_recent` keeps the
+        # newest events for a resume when there is no shared store.
+        self.feed_lock = threading.Lock()
+        self.cursor: str | None = None
+        self._recent: collections.deque[Event] = collections.deque(maxlen=capacity)
+        self._count = 0
         self._streaming = False
         self._on_streaming = on_streaming
+
+    def offer(self, frame: bytes) -> bool:
+        """A notification for the GET stream, with the next event id (kept for a resume); False
+        when the channel is closed or full (the event is kept for a resume all the same)."""
+        with self.feed_lock:
+            self._count += 1
+            event = Event(str(self._count), frame)
+            self._recent.append(event)
+            return self.events.put(event)
+
+    def resume(self, last_event_id: str | None) -> str:
+        """A GET stream opens: with the id of the last event the client saw, what came after it is
+        queued again in order (the stream that carried it may have lost it); without one, what is
+        queued is sent. The priming event's id: the position the stream starts from."""
+        with self.feed_lock:
+            if last_event_id is not None and last_event_id.isascii() and last_event_id.isdigit():
+                seen = int(last_event_id)
+                self.events.clear()
+                for event in self._recent:
+                    if int(event.id) > seen:
+                        self.events.put(event, force=True)
+                return str(min(seen, self._count))
+            head = self.events.peek()
+            return str(int(head.id) - 1) if isinstance(head, Event) else str(self._count)
 
     @property
     def streaming(self) -> bool:
@@ -108,6 +158,8 @@ class SessionTable:
         capacity: int,
         clock: Callable[[], float] = time.monotonic,
         eviction_grace: float = EVICTION_GRACE,
+        session_factory: SessionFactory | None = None,
+        ask_prefix: str = "mcpsync-",
     ) -> None:
         self._sessions: dict[str, HttpSession] = {}
         # The idle sessions, each queue in order of last_seen (the front has waited longest).
@@ -120,6 +172,8 @@ class SessionTable:
         self._clock = clock
         self._grace = eviction_grace
         self._refusing = False  # warned that the table is full; quiet until a create succeeds
+        self._session_factory = session_factory
+        self._ask_prefix = ask_prefix
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -146,7 +200,33 @@ class SessionTable:
                     self._grace,
                 )
             return None
-        return HttpSession(secrets.token_urlsafe(24), self._capacity, self._clock(), self._set_streaming)
+        return self._make(secrets.token_urlsafe(24))
+
+    def _make(self, session_id: str) -> HttpSession:
+        session = None if self._session_factory is None else self._session_factory(session_id)
+        return HttpSession(session_id, self._capacity, self._clock(), self._set_streaming, session=session, ask_prefix=self._ask_prefix)
+
+    def adopt(self, session_id: str) -> tuple[HttpSession, bool]:
+        """This process's copy of a session the shared store knows, made now if it has none (a
+        request of a session another replica created): (the copy, whether it is new). Seen now,
+        like `find`; a new copy is never fresh and may exceed `max_sessions` (the store holds
+        the real count)."""
+        with self._lock:
+            now = self._clock()
+            expired = self._expire_locked(now)
+            session = self._sessions.get(session_id)
+            made = session is None
+            if session is None:
+                session = self._make(session_id)
+                self._sessions[session_id] = session
+            self._touch_locked(session, now)
+        _end([(ended, []) for ended in expired], "the session expired")
+        return session, made
+
+    def peek(self, session_id: str) -> HttpSession | None:
+        """This process's copy of a session, if it has one, without counting as a use."""
+        with self._lock:
+            return self._sessions.get(session_id)
 
     def add(self, session: HttpSession) -> None:
         """`initialize` succeeded: from now on the session is found by its id."""

@@ -58,6 +58,15 @@ CLOSED = object()
 
 
 @dataclass(frozen=True, slots=True)
+class Event:
+    """A frame with its SSE event id: what a resumable stream (a session's GET stream) carries, so
+    a client that reconnects with `Last-Event-ID` is sent what came after it."""
+
+    id: str
+    frame: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Final:
     """The answer to a request: the JSON-RPC response frame and the HTTP status it gets as JSON.
     `frame` is None when nothing is to be sent (a request the client cancelled)."""
@@ -95,6 +104,24 @@ class Channel:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def room(self) -> int:
+        """How many more items fit before the capacity."""
+        with self._cond:
+            return max(0, self._capacity - len(self._items))
+
+    def peek(self) -> Any:
+        """The next item without taking it; TIMEOUT when there is none."""
+        with self._cond:
+            return self._items[0] if self._items else TIMEOUT
+
+    def clear(self) -> int:
+        """Drop what is queued (a resumed stream is refilled from its log); how many were dropped."""
+        with self._cond:
+            count = len(self._items)
+            self._items.clear()
+            self._cond.notify_all()
+            return count
 
     def put(self, item: Any, *, wait: float = 0.0, force: bool = False) -> bool:
         """Queue `item`; with `force` even past the capacity. False if the channel is closed, or
@@ -299,13 +326,15 @@ class SseBody:
         *,
         keepalive: float,
         first: bytes | None = None,
+        prime: bytes | None = None,
         deadline: float | None = None,
         on_deadline: Callable[[], None] | None = None,
         on_close: Callable[[bool], None] | None = None,
     ) -> None:
         self._channel = channel
         self._keepalive = keepalive
-        self._pending: bytes | None = sse_event(first) if first is not None else OPENED
+        opening = OPENED if prime is None else prime
+        self._pending: bytes | None = opening + sse_event(first) if first is not None else opening
         self._deadline = deadline
         self._on_deadline = on_deadline
         self._on_close = on_close
@@ -359,6 +388,8 @@ class SseBody:
                     self._on_deadline()  # answers into the channel: taken on the next turn
                     continue
                 return KEEPALIVE if now >= self._quiet_until else None
+            elif isinstance(item, Event):
+                return sse_event(item.frame, item.id)
             else:
                 return sse_event(item)
         raise StopIteration

@@ -61,14 +61,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..auth.principal import InsufficientScope
 from ..auth.resource import AuthRefusal
+from ..bus.store import RETRY_AFTER, StoreUnavailable
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ..protocol.sse import sse_priming
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
 from ._http_cors import Cors
+from ._http_directory import LocalDirectory, SharedDirectory
 from ._http_headers import ToolHeaderPlans, check_routing_headers
 from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
 from ._http_rules import (
@@ -96,17 +99,22 @@ from .http_options import (
     WsgiApp,
 )
 from .stdio import DEFAULT_MAX_FRAME_BYTES
-from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, complete_frame, tagged_frame, uri_covers
+from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, Subscription, complete_frame, tagged_frame
 
 if TYPE_CHECKING:
     from ..auth.principal import Principal
     from ..auth.resource import Auth
+    from ..bus import Bus
+    from ..bus.store import Store
 
 log = logging.getLogger("mcpsync")
 
 HTTP = TransportInfo("http", supports_subscriptions=True, handshake_push=True)
 
 CHANNEL_CAPACITY = 256
+RETRY_MS = 1000
+"""The `retry` of a resumable stream's priming event: how long a client waits before reconnecting."""
+STORE_DOWN = "Service Unavailable: the session store cannot be reached; retry"
 
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
 
@@ -165,6 +173,9 @@ class WsgiTransport:
             `Context`, prompts, resource reads) at once; more wait their turn.
         shutdown_timeout: how long `shutdown()` waits for running requests.
         on_stopped: called once shutdown has finished.
+        store: where handshake-era sessions live when replicas share them (with `bus`); None:
+            in this process (see `_http_directory`).
+        bus: the replicas' bus, for what must reach the process holding a request or a stream.
 
     Host it with any WSGI server that writes each body chunk as it is yielded (cheroot, gunicorn
     with threaded workers, uWSGI, mod_wsgi); every stream holds one of its threads while open.
@@ -189,6 +200,8 @@ class WsgiTransport:
         workers: int = 16,
         shutdown_timeout: float = 5.0,
         on_stopped: Callable[[], None] | None = None,
+        store: Store | None = None,
+        bus: Bus | None = None,
     ) -> None:
         for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("max_sessions", max_sessions), ("workers", workers)):
             if value < 1:
@@ -213,7 +226,16 @@ class WsgiTransport:
         self._subscription_cap = subscription_cap
         self._shutdown_timeout = shutdown_timeout
         self._on_stopped = on_stopped
-        self._sessions = SessionTable(idle_timeout=session_timeout, max_sessions=max_sessions, capacity=CHANNEL_CAPACITY)
+        self._directory: LocalDirectory | SharedDirectory
+        if store is None:
+            self._directory = LocalDirectory(SessionTable(idle_timeout=session_timeout, max_sessions=max_sessions, capacity=CHANNEL_CAPACITY))
+        else:
+            if bus is None:
+                raise ValueError("a shared session store needs the replicas' bus")
+            self._directory = SharedDirectory(
+                store, bus, ttl=session_timeout, cap=max_sessions, capacity=CHANNEL_CAPACITY, max_local=max_sessions
+            )
+        self._sessions = self._directory.table
         self._inflight: InFlight[Exchange] = InFlight(workers, "mcpsync-http-worker")  # keyed by the exchange itself
         # Guards everything below, and orders acks before changes. Re-entrant: answering an exchange
         # runs callbacks (`_forget`) that take it.
@@ -269,6 +291,10 @@ class WsgiTransport:
             return self._delete(environ, start_response, principal)
         except _Refused as refused:
             return json_reply(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), refused.headers)
+        except StoreUnavailable as exc:
+            log.warning("answered 503 to a handshake-era request: %s", exc)
+            down = _Refused(503, STORE_DOWN, headers=[("Retry-After", str(RETRY_AFTER))])
+            return json_reply(start_response, 503, jsonrpc.encode(jsonrpc.error_frame(None, down.error)), down.headers)
 
     # -- authorization ---------------------------------------------------------------------------
     def _authenticate(self, environ: dict[str, Any]) -> Principal | None:
@@ -296,7 +322,8 @@ class WsgiTransport:
             raise _Refused(415, "Unsupported Media Type: the body must be application/json")
         if accepts(header(environ, "Accept")) != (True, True):
             raise _Refused(406, "Not Acceptable: Accept must list application/json and text/event-stream")
-        message = jsonrpc.decode(read_body(environ, self._max_body))
+        body = read_body(environ, self._max_body)
+        message = jsonrpc.decode(body)
         version = header(environ, "MCP-Protocol-Version")
         era = route(message, version)
         if isinstance(message, Invalid):  # never reached the engine: a client error in either era
@@ -305,8 +332,7 @@ class WsgiTransport:
             if era is Era.MODERN:
                 raise _Refused(400, "Invalid Request: a 2026-07-28 POST carries one request or notification")
             owner = self._session_of(environ, principal)
-            if not owner.asks.answer(message):  # to the request that asked, wherever it waits
-                log.debug("session %s: ignored a response to %r, which no request awaits", owner.id[:8], message.id)
+            self._directory.answer(owner, message, body)  # to the request that asked, wherever it waits
             return empty_reply(start_response, 202)
         if isinstance(message, Notification):
             return self._notification(environ, start_response, message, era, version, principal)
@@ -318,7 +344,7 @@ class WsgiTransport:
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
             return self._run(environ, start_response, exchange, session, Era.MODERN, check, principal)
         if message.method == "initialize":
-            created = self._sessions.new()
+            created = self._directory.reserve()
             if created is None:
                 raise _Refused(503, "Service Unavailable: too many sessions", message.id)
             created.principal_key = None if principal is None else principal.key
@@ -348,11 +374,8 @@ class WsgiTransport:
                 raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
             return empty_reply(start_response, 202)
         owner = self._session_of(environ, principal)
-        if message.method == "notifications/cancelled":
-            exchange = self._sessions.inflight(owner, message.params.get("requestId"))
-            if exchange is not None and exchange.request.method != "initialize":
-                exchange.cancel()
-                exchange.answer(Final(None))  # the client stopped waiting: no response
+        if message.method == "notifications/cancelled":  # the client stopped waiting: no response
+            self._directory.cancel(owner, message.params.get("requestId"))
         return empty_reply(start_response, 202)
 
     def _get(self, environ: dict[str, Any], start_response: Callable[..., Any], principal: Principal | None) -> Iterable[bytes]:
@@ -368,14 +391,25 @@ class WsgiTransport:
                 raise _Refused(503, "Service Unavailable: too many open streams")
             owner.streaming = True
             self._streams += 1
+        try:
+            start = self._directory.open_stream(owner, header(environ, "Last-Event-ID"))
+        except BaseException:
+            self._release_get(owner)
+            raise
         start_response(status_line(200), list(SSE_HEADERS))
         # It ends when its token expires (no on_deadline: the stream just ends); the client opens
-        # the next one with a fresh token, and what arrived meanwhile waits in the session's channel.
-        return SseBody(owner.events, keepalive=self._keepalive, deadline=_token_end(principal), on_close=lambda _completed: self._release_get(owner))
+        # the next one with a fresh token and its Last-Event-ID, and is sent what came meanwhile.
+        return SseBody(
+            owner.events,
+            keepalive=self._keepalive,
+            prime=sse_priming(start, RETRY_MS),
+            deadline=_token_end(principal),
+            on_close=lambda _completed: self._release_get(owner),
+        )
 
     def _delete(self, environ: dict[str, Any], start_response: Callable[..., Any], principal: Principal | None) -> Iterable[bytes]:
         owner = self._handshake_session(environ, principal)
-        self._sessions.remove(owner.id)
+        self._directory.delete(owner)
         return empty_reply(start_response, 204)
 
     def _handshake_session(self, environ: dict[str, Any], principal: Principal | None) -> HttpSession:
@@ -392,7 +426,7 @@ class WsgiTransport:
         session_id = header(environ, "Mcp-Session-Id")
         if session_id is None:
             raise _Refused(400, "Bad Request: the Mcp-Session-Id header is required (initialize first)", request_id)
-        found = self._sessions.find(session_id)
+        found = self._directory.find(session_id)
         if found is not None and found.principal_key != (None if principal is None else principal.key):
             log.warning("refused a request from %s naming session %s, which another principal created", environ.get("REMOTE_ADDR"), session_id[:8])
             found = None
@@ -508,7 +542,7 @@ class WsgiTransport:
                 limit = min(limit, deadline)
             item = exchange.channel.get(limit - time.monotonic())
             if isinstance(item, Final):
-                return self._answer_json(start_response, item, created)
+                return self._answer_json(start_response, item, created, exchange.request.id)
             if item is CLOSED:
                 return empty_reply(start_response, 204)
             if item is TIMEOUT:
@@ -521,13 +555,14 @@ class WsgiTransport:
                 item = None
             return self._stream(start_response, exchange, item, deadline, on_deadline)
 
-    def _answer_json(self, start_response: Callable[..., Any], final: Final, created: HttpSession | None) -> Iterable[bytes]:
+    def _answer_json(self, start_response: Callable[..., Any], final: Final, created: HttpSession | None, request_id: Any) -> Iterable[bytes]:
         if final.frame is None:
             return empty_reply(start_response, 204)
         extra = []
         if created is not None and final.claims is Era.HANDSHAKE:
             created.session.commit_era(Era.HANDSHAKE)
-            self._sessions.add(created)
+            if not self._directory.commit(created):
+                raise _Refused(503, "Service Unavailable: too many sessions", request_id)
             extra.append(("Mcp-Session-Id", created.id))
         extra.extend(final.headers)
         return json_reply(start_response, final.status, final.frame, extra)
@@ -612,39 +647,30 @@ class WsgiTransport:
         with self._lock:
             owner.streaming = False
             self._streams -= 1
+        self._directory.stream_closed(owner)
 
     # -- list changes ----------------------------------------------------------------------------
-    def publish_list_changed(self, kinds: frozenset[str]) -> None:
+    def publish_list_changed(self, kinds: frozenset[str], origin: str = LOCAL) -> None:
         """Untagged notifications to every initialized session's stream, then one tagged copy per
-        listen that asked for the kind. Never blocks: a stream that cannot keep up is dropped."""
+        listen that asked for the kind. Never blocks on a client: a stream that cannot keep up is
+        dropped. `origin`: made here, or told by the bus (`_http_directory`)."""
         methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
         plain = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
-        for owner in self._sessions.snapshot():
-            if owner.session.initialized:
-                for frame in plain:
-                    self._offer(owner, frame)
+        self._directory.deliver(plain, None, origin)
         with self._lock:
             for exchange, subscription in list(self._listens.items()):
                 for kind, method in methods:
                     if subscription.wants_kind(kind):
                         self._send_tagged(exchange, subscription, method, {})
 
-    def publish_resource_updated(self, uri: str) -> None:
+    def publish_resource_updated(self, uri: str, origin: str = LOCAL) -> None:
         """A resource changed: to the sessions and listens subscribed to it (or to a parent)."""
         method, params = "notifications/resources/updated", {"uri": uri}
-        plain = jsonrpc.encode(jsonrpc.notification_frame(method, params))
-        for owner in self._sessions.snapshot():
-            wanted = any(uri_covers(subscribed, uri) for subscribed in owner.session.resource_subscriptions())
-            if owner.session.initialized and wanted:
-                self._offer(owner, plain)
+        self._directory.deliver([jsonrpc.encode(jsonrpc.notification_frame(method, params))], uri, origin)
         with self._lock:
             for exchange, subscription in list(self._listens.items()):
                 if subscription.wants_uri(uri):
                     self._send_tagged(exchange, subscription, method, params)
-
-    def _offer(self, owner: HttpSession, frame: bytes) -> None:
-        if not owner.events.put(frame):
-            log.debug("session %s: its stream is closed or full; a notification was dropped", owner.id[:8])
 
     def _send_tagged(self, exchange: Exchange, subscription: Subscription, method: str, params: dict[str, Any]) -> None:
         """Under the lock: one tagged notification onto a listen's stream, or drop the listen if
@@ -672,7 +698,7 @@ class WsgiTransport:
             return self._stopped.wait(budget + 1.0) and self._clean
         for exchange, subscription in listens:
             exchange.channel.finish(Final(self._complete_frame(subscription.id)))
-        self._sessions.drain()
+        self._directory.close()
         self._inflight.drain(max(0.0, deadline - time.monotonic()))
         for _, exchange in self._inflight.unsettled():  # past the deadline: the exchange's answer() decides once
             final = Final(shutting_down_frame(exchange.request.id))

@@ -74,11 +74,11 @@ class HttpServing:
             self.request_shutdown()
 
     # -- what the Server calls on each transport -------------------------------------------------
-    def publish_list_changed(self, kinds: frozenset[str]) -> None:
-        self.app.publish_list_changed(kinds)
+    def publish_list_changed(self, kinds: frozenset[str], origin: str = "local") -> None:
+        self.app.publish_list_changed(kinds, origin)
 
-    def publish_resource_updated(self, uri: str) -> None:
-        self.app.publish_resource_updated(uri)
+    def publish_resource_updated(self, uri: str, origin: str = "local") -> None:
+        self.app.publish_resource_updated(uri, origin)
 
     def request_shutdown(self) -> None:
         """Ask `serve()` to stop; safe from a signal handler and any thread."""

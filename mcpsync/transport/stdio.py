@@ -386,9 +386,10 @@ class StdioServer:
         self._output.write(jsonrpc.encode(message))
 
     # -- list changes ----------------------------------------------------------------------------
-    def publish_list_changed(self, kinds: frozenset[str]) -> None:
+    def publish_list_changed(self, kinds: frozenset[str], origin: str = "local") -> None:
         """Tell this connection's client that lists changed, in the form its era expects: untagged
-        after `initialize`, then one tagged copy per subscription that asked for the kind."""
+        after `initialize`, then one tagged copy per subscription that asked for the kind. Wherever
+        the change was made (`origin`): this client has no other replica to hear it from."""
         methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
         untagged = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
         with self._output.lock:
@@ -398,7 +399,7 @@ class StdioServer:
                 for subscription in self._subscriptions.for_kind(kind):
                     self._output.write_locked(tagged_frame(method, subscription.id, {}))
 
-    def publish_resource_updated(self, uri: str) -> None:
+    def publish_resource_updated(self, uri: str, origin: str = "local") -> None:
         """Tell this connection's client that a resource it subscribed to (or one under it) changed."""
         method, params = "notifications/resources/updated", {"uri": uri}
         plain = jsonrpc.encode(jsonrpc.notification_frame(method, params))

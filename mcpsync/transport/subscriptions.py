@@ -16,6 +16,12 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID
 
+LOCAL, REMOTE, RESYNC = "local", "remote", "resync"
+"""Where a change comes from, as the transports' `publish_*` methods are told: made in this process
+(deliver it to every listener it concerns, on every replica), told by the bus (another replica
+made it and delivered it to the shared logs: this process's listeners only), or the level trigger
+after a bus outage (every kind, to this process's listeners only)."""
+
 DEFAULT_SUBSCRIPTION_CAP = 1024
 
 KIND_FLAGS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}

@@ -238,10 +238,11 @@ class Reply:
         return json.loads(data) if data.strip() else None
 
     def events(self) -> Iterable[dict[str, Any]]:
-        """The JSON-RPC messages of an SSE body, as they come (comments skipped)."""
+        """The JSON-RPC messages of an SSE body, as they come (comments and a priming event's
+        empty data skipped)."""
         for chunk in self.body:
             for line in chunk.split(b"\n"):
-                if line.startswith(b"data: "):
+                if line.startswith(b"data: ") and line[6:].strip():
                     yield json.loads(line[6:])
 
 

@@ -1,0 +1,370 @@
+"""Where a handshake-era session is found, and how what concerns it reaches the process holding it.
+
+Strategy: the HTTP transport asks one of two directories, with the same methods, and never knows
+which it has:
+
+- `LocalDirectory` (no shared store: one process, today's behaviour): the process's own
+  `SessionTable` is the truth. A change goes into each session's channel with an event id, and a
+  GET stream resumed with `Last-Event-ID` is refilled from the session's ring of recent events.
+- `SharedDirectory` (replicas sharing a `Store`, e.g. Redis): the store is the truth and the table
+  holds this process's copies. Every request loads its session's record (one round trip, which
+  also pushes the session's expiry out), so a DELETE or an expiry on any replica is seen by the
+  next request on every one, and a log level or a subscription set through one replica is what
+  the next request on another sees (the engine's `Session` writes them through, `SharedSession`).
+  A change is appended once, by the replica where it was made, to the event log of every session
+  it concerns; each replica then reads the logs of the GET streams it holds after their cursors
+  (on the change itself, or on the bus's message that another replica made one), so a stream
+  resumed anywhere, or opened after a quiet spell, is sent what it has not seen, and nothing twice.
+
+What cannot move stays where it is: a request in flight and the tool it runs, a stream, an ask
+waiting for the client's answer. The bus carries what must reach them: an answer or a
+`notifications/cancelled` POSTed to another replica (published when no local ask or request
+matches; the replica holding it acts, the others find nothing), and the end of a session (DELETE).
+
+An owned keeper thread (`mcpsync-http-sessions`) pushes out, every `keep_interval`, the expiry of
+the sessions this process keeps busy (a GET stream open for hours, a long tool), ends the copies
+of sessions the store no longer has (a DELETE whose message was lost in an outage), and reads the
+logs of its streams again (one that was full when a change came). `close()` stops and joins it.
+
+Failures: a store that cannot be reached raises `StoreUnavailable` from `create`, `find` and
+`delete`, which the transport answers 503 with `Retry-After`; a change that cannot be appended is
+logged (once per outage) and left to the level trigger of the bus's reconnect, which tells every
+local listener that every list changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ujson
+
+from ..bus import Bus
+from ..bus.store import SessionRecord, Store, StoreUnavailable
+from ..engine.session import Session
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import Response
+from ..protocol.versions import Era
+from ._http_sessions import HttpSession, SessionTable
+from ._http_stream import Event, Final
+from .subscriptions import LOCAL, RESYNC, uri_covers
+
+log = logging.getLogger("mcpsync")
+
+ENDED_CHANNEL = "session_ended"
+"""The bus channel of ended sessions: the session id, ASCII."""
+ANSWER_CHANNEL = "session_answer"
+"""The bus channel of answers to server-to-client requests: session id, a newline, the body."""
+CANCEL_CHANNEL = "session_cancel"
+"""The bus channel of a client's cancellations: session id, a newline, the request id as JSON."""
+KEEPER_THREAD = "mcpsync-http-sessions"
+
+
+class LocalDirectory:
+    """One process's sessions: the table is the truth (see the module docstring)."""
+
+    def __init__(self, table: SessionTable) -> None:
+        self.table = table
+
+    def reserve(self) -> HttpSession | None:
+        return self.table.new()
+
+    def commit(self, created: HttpSession) -> bool:
+        self.table.add(created)
+        return True
+
+    def find(self, session_id: str) -> HttpSession | None:
+        return self.table.find(session_id)
+
+    def delete(self, owner: HttpSession) -> None:
+        self.table.remove(owner.id)
+
+    def answer(self, owner: HttpSession, response: Response, body: bytes) -> None:
+        if not owner.asks.answer(response):  # to the request that asked, wherever it waits
+            log.debug("session %s: ignored a response to %r, which no request awaits", owner.id[:8], response.id)
+
+    def cancel(self, owner: HttpSession, request_id: Any) -> None:
+        _cancel_inflight(self.table, owner, request_id)
+
+    def deliver(self, frames: list[bytes], uri: str | None, origin: str) -> None:
+        """To every initialized session (subscribed to `uri`, when given) this process has. The bus
+        tells a lone process nothing, and a resync reaches the same sessions."""
+        for owner in self.table.snapshot():
+            if owner.session.initialized and (uri is None or _wants(owner.session.resource_subscriptions(), uri)):
+                for frame in frames:
+                    if not owner.offer(frame):
+                        log.debug("session %s: its stream is closed or full; a notification waits for a resume", owner.id[:8])
+
+    def open_stream(self, owner: HttpSession, last_event_id: str | None) -> str:
+        return owner.resume(last_event_id)
+
+    def stream_closed(self, owner: HttpSession) -> None:
+        """Nothing to keep: the ring and the channel stay with the session."""
+
+    def close(self) -> None:
+        self.table.drain()
+
+
+class SharedSession(Session):
+    """The engine's `Session` of a shared session: what a request changes (log level, resource
+    subscriptions) is written to the store, so the next request on any replica sees it. A write
+    that fails raises `StoreUnavailable` into the request, which is answered as an error."""
+
+    def __init__(self, write: Callable[..., None]) -> None:
+        super().__init__()
+        self._write = write
+
+    def restore(self, record: SessionRecord) -> None:
+        """Become what the record says, without writing anything back."""
+        if self.era is None:
+            self.negotiated_version = record.protocol_version
+            self.client_capabilities = record.client_capabilities
+            self.client_info = record.client_info
+            self.claim_initialize()
+            self.commit_era(Era.HANDSHAKE)
+        self.sync(record)
+
+    def sync(self, record: SessionRecord) -> None:
+        """Take what may have changed on another replica: the log level and the subscriptions."""
+        if record.log_level is not None:
+            super().set_log_level(record.log_level)
+        held = self.resource_subscriptions()
+        for uri in held - record.subscriptions:
+            super().unsubscribe_resource(uri)
+        for uri in record.subscriptions - held:
+            super().subscribe_resource(uri)
+
+    def subscribe_resource(self, uri: str) -> None:
+        super().subscribe_resource(uri)
+        self._write(subscriptions=self.resource_subscriptions())
+
+    def unsubscribe_resource(self, uri: str) -> None:
+        super().unsubscribe_resource(uri)
+        self._write(subscriptions=self.resource_subscriptions())
+
+    def set_log_level(self, level: str) -> None:
+        super().set_log_level(level)
+        self._write(log_level=level)
+
+
+class SharedDirectory:
+    """Sessions that live in a store shared by the replicas (see the module docstring).
+
+    Args:
+        store: the shared store.
+        bus: the bus the replicas share (answers, cancellations and ends travel on it).
+        ttl: seconds a session may stay idle before it expires, everywhere.
+        cap: live sessions at most, across the replicas (`Store.create_session`).
+        capacity: the channel capacity of each GET stream (also the most read from a log at once).
+        max_local: copies this process keeps at most (idle ones beyond it are dropped).
+        keep_interval: seconds between the keeper's rounds (default: a third of `ttl`, at most 60).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus,
+        *,
+        ttl: float,
+        cap: int,
+        capacity: int,
+        max_local: int,
+        keep_interval: float | None = None,
+    ) -> None:
+        self._store = store
+        self._bus = bus
+        self._ttl = ttl
+        self._cap = cap
+        self._capacity = capacity
+        tag = os.urandom(4).hex()  # this process's asks: an answer routed by the bus settles one
+        self.table = SessionTable(idle_timeout=ttl, max_sessions=max_local, capacity=capacity, session_factory=self._session_for, ask_prefix=f"mcpsync-{tag}-")
+        self._outage = False  # a failed append was logged; quiet until one succeeds
+        self._stop = threading.Event()
+        self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
+        bus.subscribe(ENDED_CHANNEL, self._remote_ended)
+        bus.subscribe(ANSWER_CHANNEL, self._remote_answer)
+        bus.subscribe(CANCEL_CHANNEL, self._remote_cancel)
+        self._keeper = threading.Thread(target=self._keep, name=KEEPER_THREAD, daemon=True)
+        self._keeper.start()
+
+    def _session_for(self, session_id: str) -> Session:
+        return SharedSession(lambda **changes: self._store.update_session(session_id, **changes))
+
+    # -- what the transport asks -------------------------------------------------------------------
+    def reserve(self) -> HttpSession | None:
+        return self.table.new()
+
+    def commit(self, created: HttpSession) -> bool:
+        """`initialize` succeeded: the session exists for every replica from now on; False when
+        the store holds `cap` sessions in use (503)."""
+        session = created.session
+        record = SessionRecord(
+            protocol_version=session.negotiated_version or "",
+            client_capabilities=dict(session.client_capabilities),
+            client_info=session.client_info,
+            principal_key=created.principal_key,
+        )
+        if not self._store.create_session(created.id, record, ttl=self._ttl, cap=self._cap):
+            return False
+        self.table.add(created)
+        return True
+
+    def find(self, session_id: str) -> HttpSession | None:
+        """The session as the store has it now (and its expiry pushed out); None when it is gone,
+        and then this process's copy ends too."""
+        record = self._store.load_session(session_id, ttl=self._ttl)
+        if record is None:
+            self.table.remove(session_id)
+            return None
+        owner, made = self.table.adopt(session_id)
+        session = owner.session
+        assert isinstance(session, SharedSession)
+        if made:
+            owner.principal_key = record.principal_key
+            owner.cursor = record.cursor
+            session.restore(record)
+        else:
+            session.sync(record)
+        return owner
+
+    def delete(self, owner: HttpSession) -> None:
+        self._store.delete_session(owner.id)
+        self.table.remove(owner.id)
+        self._bus.publish(ENDED_CHANNEL, owner.id.encode("ascii"))
+
+    def answer(self, owner: HttpSession, response: Response, body: bytes) -> None:
+        if not owner.asks.answer(response):  # not asked here: the replica that asked settles it
+            self._bus.publish(ANSWER_CHANNEL, owner.id.encode("ascii") + b"\n" + body)
+
+    def cancel(self, owner: HttpSession, request_id: Any) -> None:
+        if not _cancel_inflight(self.table, owner, request_id):
+            if not jsonrpc.is_request_id(request_id):
+                return
+            encoded = ujson.dumps(request_id).encode()
+            self._bus.publish(CANCEL_CHANNEL, owner.id.encode("ascii") + b"\n" + encoded)
+
+    def deliver(self, frames: list[bytes], uri: str | None, origin: str) -> None:
+        """A change made here goes into the log of every session it concerns, on every replica; a
+        resync into the logs of the streams held here; then the streams held here read their logs."""
+        try:
+            if origin == LOCAL:
+                audience = [sid for sid, subscribed in self._store.session_subscriptions().items() if uri is None or _wants(subscribed, uri)]
+            elif origin == RESYNC:
+                audience = [owner.id for owner in self.table.snapshot() if owner.streaming]
+            else:
+                audience = []
+            for frame in frames:
+                if audience:
+                    self._store.append_events(dict.fromkeys(audience, frame))
+            self._outage = False
+        except StoreUnavailable as exc:
+            if not self._outage:
+                log.warning("the session store is unreachable: a change was not delivered to handshake-era sessions (%s)", exc)
+            self._outage = True
+        self._feed_streams()
+
+    def open_stream(self, owner: HttpSession, last_event_id: str | None) -> str:
+        """A GET stream opens here: it starts after `Last-Event-ID`, or where the session's last
+        stream ended; the priming event's id is that position."""
+        with owner.feed_lock:
+            owner.events.clear()
+            if last_event_id is not None:
+                owner.cursor = last_event_id
+            start = owner.cursor or "0"
+        self._feed(owner)
+        return start
+
+    def stream_closed(self, owner: HttpSession) -> None:
+        """Remember where the stream ended, for the next one opened without `Last-Event-ID`."""
+        try:
+            self._store.update_session(owner.id, cursor=owner.cursor)
+        except StoreUnavailable:
+            log.debug("session %s: could not record where its stream ended", owner.id[:8])
+
+    def close(self) -> None:
+        """Stop the keeper and end this process's copies (the sessions live on in the store)."""
+        self._stop.set()
+        if threading.current_thread() is not self._keeper:
+            self._keeper.join(5.0)
+        self.table.drain()
+
+    # -- reading the logs ------------------------------------------------------------------------
+    def _feed_streams(self) -> None:
+        for owner in self.table.snapshot():
+            if owner.streaming:
+                self._feed(owner)
+
+    def _feed(self, owner: HttpSession) -> None:
+        """Put what the session's log has after its cursor into its stream's channel, as far as
+        it has room (the rest is read on the next change or keeper round)."""
+        with owner.feed_lock:
+            room = owner.events.room()
+            if room == 0:
+                return
+            try:
+                events = self._store.events_after(owner.id, owner.cursor, room)
+            except StoreUnavailable:
+                return
+            for event_id, frame in events:
+                if not owner.events.put(Event(event_id, frame)):
+                    break
+                owner.cursor = event_id
+
+    # -- the keeper ------------------------------------------------------------------------------
+    def _keep(self) -> None:
+        while not self._stop.wait(self._keep_interval):
+            for owner in self.table.snapshot():
+                if owner.idle_since() is not None:
+                    continue
+                try:
+                    alive = self._store.load_session(owner.id, ttl=self._ttl) is not None
+                except StoreUnavailable:
+                    break  # the next round tries again; requests meanwhile get 503
+                if not alive:
+                    log.info("session %s ended elsewhere (deleted or expired)", owner.id[:8])
+                    self.table.remove(owner.id)
+                elif owner.streaming:
+                    self._feed(owner)
+
+    # -- what the bus brings (on its thread: quick, never raising) -------------------------------
+    def _remote_ended(self, channel: str, payload: bytes) -> None:
+        self.table.remove(payload.decode("ascii", "replace"))
+
+    def _remote_answer(self, channel: str, payload: bytes) -> None:
+        session_id, _, body = payload.partition(b"\n")
+        owner = self.table.peek(session_id.decode("ascii", "replace"))
+        if owner is None:
+            return
+        message = jsonrpc.decode(body)
+        if isinstance(message, Response):
+            owner.asks.answer(message)
+
+    def _remote_cancel(self, channel: str, payload: bytes) -> None:
+        session_id, _, encoded = payload.partition(b"\n")
+        owner = self.table.peek(session_id.decode("ascii", "replace"))
+        if owner is None:
+            return
+        try:
+            request_id = ujson.loads(encoded)
+        except ValueError:
+            return
+        if jsonrpc.is_request_id(request_id):
+            _cancel_inflight(self.table, owner, request_id)
+
+
+def _wants(subscribed: frozenset[str], uri: str) -> bool:
+    return any(uri_covers(each, uri) for each in subscribed)
+
+
+def _cancel_inflight(table: SessionTable, owner: HttpSession, request_id: Any) -> bool:
+    """The client stopped waiting for one of its requests: cancel it, with no response; whether
+    this process had it in flight."""
+    exchange = table.inflight(owner, request_id)
+    if exchange is None or exchange.request.method == "initialize":
+        return exchange is not None
+    exchange.cancel()
+    exchange.answer(Final(None))
+    return True
