@@ -373,7 +373,7 @@ class RedisBus:
                 if batch:
                     self._send(batch)
                 if self._read(pubsub, sock) or more:
-                    continue  # a full batch either way: look at the queue again before reading on
+                    continue  # more to send or to read, or closing: look at the queue again first
                 timeout, pinged_at = self._health_check(pubsub, pinged_at)
                 ready = selector.select(timeout)
                 self._wakeups += 1
