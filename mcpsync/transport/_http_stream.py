@@ -197,6 +197,8 @@ class Exchange(Cancellable):
         self.channel = Channel(capacity)
         self.streams = streams  # request-scoped notifications may go out (as SSE)
         self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.session_id: str | None = None  # a handshake-era session's request: its stream may resume
+        self.deadline: float | None = None  # when it is answered -32603 if still running
         self._asks = asks if streams else None
         self._done = False
 
@@ -317,8 +319,10 @@ class SseBody:
     closes. At `deadline` it calls `on_deadline()` once (which answers the request into the
     channel) and goes on reading; without `on_deadline` it ends there (a GET stream whose token
     expired: the session's channel stays open for the next one). `on_close(completed)` runs once
-    when the server closes the body;
-    `completed` is False when the stream was cut short (a client that went away)."""
+    when the server closes the body; `completed` is False when the stream was cut short (a
+    client that went away). `prime`, when given, is sent first instead of the opening comment (a
+    resumable stream's priming event, `sse_priming`, and what it replays); `number(frame)`, when
+    given, makes each frame an event with its id (a resumable POST stream's `StreamLog.event`)."""
 
     def __init__(
         self,
@@ -327,14 +331,16 @@ class SseBody:
         keepalive: float,
         first: bytes | None = None,
         prime: bytes | None = None,
+        number: Callable[[bytes], bytes] | None = None,
         deadline: float | None = None,
         on_deadline: Callable[[], None] | None = None,
         on_close: Callable[[bool], None] | None = None,
     ) -> None:
         self._channel = channel
         self._keepalive = keepalive
+        self._event = sse_event if number is None else number
         opening = OPENED if prime is None else prime
-        self._pending: bytes | None = opening + sse_event(first) if first is not None else opening
+        self._pending: bytes | None = opening + self._event(first) if first is not None else opening
         self._deadline = deadline
         self._on_deadline = on_deadline
         self._on_close = on_close
@@ -376,7 +382,7 @@ class SseBody:
             if isinstance(item, Final):
                 self._finished = True
                 if item.frame is not None:
-                    return sse_event(item.frame)
+                    return self._event(item.frame)
             elif item is CLOSED:
                 self._finished = True
             elif item is TIMEOUT:
@@ -391,7 +397,7 @@ class SseBody:
             elif isinstance(item, Event):
                 return sse_event(item.frame, item.id)
             else:
-                return sse_event(item)
+                return self._event(item)
         raise StopIteration
 
     def park(self, wake: Callable[[], None]) -> float | None:

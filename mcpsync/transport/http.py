@@ -74,6 +74,8 @@ from ._http_cors import Cors
 from ._http_directory import LocalDirectory, SharedDirectory
 from ._http_headers import ToolHeaderPlans, check_routing_headers
 from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
+from ._http_resume import MARK as POST_STREAM_MARK
+from ._http_resume import DetachedStreams, StreamLog
 from ._http_rules import (
     Headers,
     accepts,
@@ -236,6 +238,7 @@ class WsgiTransport:
                 store, bus, ttl=session_timeout, cap=max_sessions, capacity=CHANNEL_CAPACITY, max_local=max_sessions
             )
         self._sessions = self._directory.table
+        self._detached = DetachedStreams()
         self._inflight: InFlight[Exchange] = InFlight(workers, "mcpsync-http-worker")  # keyed by the exchange itself
         # Guards everything below, and orders acks before changes. Re-entrant: answering an exchange
         # runs callbacks (`_forget`) that take it.
@@ -352,6 +355,7 @@ class WsgiTransport:
             return self._run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
         owner = self._session_of(environ, principal, message.id)
         exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
+        exchange.session_id = owner.id
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             return json_reply(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
@@ -382,6 +386,12 @@ class WsgiTransport:
         owner = self._handshake_session(environ, principal)
         if not accepts(header(environ, "Accept"))[1]:
             raise _Refused(406, "Not Acceptable: a GET stream is text/event-stream")
+        last_event_id = header(environ, "Last-Event-ID")
+        if last_event_id is not None and last_event_id.startswith(POST_STREAM_MARK):
+            resumed = None if self._closing else self._resume(start_response, owner, last_event_id)
+            if resumed is not None:
+                return resumed
+            last_event_id = None  # over, or held by another replica: the session's own stream
         with self._lock:
             if self._closing:
                 raise _Refused(503, SHUTTING_DOWN)
@@ -392,7 +402,7 @@ class WsgiTransport:
             owner.streaming = True
             self._streams += 1
         try:
-            start = self._directory.open_stream(owner, header(environ, "Last-Event-ID"))
+            start = self._directory.open_stream(owner, last_event_id)
         except BaseException:
             self._release_get(owner)
             raise
@@ -570,14 +580,46 @@ class WsgiTransport:
     def _stream(
         self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None, on_deadline: Callable[[], None]
     ) -> SseBody:
+        """The response becomes an event stream; a handshake-era session's is resumable
+        (`_http_resume`): numbered events after a priming event that names it."""
         start_response(status_line(200), list(SSE_HEADERS))
+        if exchange.session_id is None:
+            return SseBody(
+                exchange.channel,
+                keepalive=self._keepalive,
+                first=first,
+                deadline=deadline,
+                on_deadline=on_deadline,
+                on_close=lambda completed: self._stream_closed(exchange, completed),
+            )
+        exchange.deadline = deadline
+        stream = StreamLog()
         return SseBody(
             exchange.channel,
             keepalive=self._keepalive,
             first=first,
+            prime=sse_priming(stream.position, RETRY_MS),
+            number=stream.event,
             deadline=deadline,
             on_deadline=on_deadline,
-            on_close=lambda completed: self._stream_closed(exchange, completed),
+            on_close=lambda completed: self._stream_closed(exchange, completed, stream),
+        )
+
+    def _resume(self, start_response: Callable[..., Any], owner: HttpSession, last_event_id: str) -> SseBody | None:
+        """A GET naming an event of a POST stream this process holds detached: the rest of it."""
+        taken = self._detached.take(owner.id, last_event_id)
+        if taken is None:
+            return None
+        exchange, stream, number = taken
+        start_response(status_line(200), list(SSE_HEADERS))
+        return SseBody(
+            exchange.channel,
+            keepalive=self._keepalive,
+            prime=sse_priming(last_event_id, RETRY_MS) + stream.after(number),
+            number=stream.event,
+            deadline=exchange.deadline,
+            on_deadline=lambda: self._expire(exchange),
+            on_close=lambda completed: self._stream_closed(exchange, completed, stream),
         )
 
     def _expire(self, exchange: Exchange) -> None:
@@ -588,9 +630,13 @@ class WsgiTransport:
             log.warning("%s (id %r) timed out after %g s; cancelled", request.method, request.id, self._request_timeout)
             exchange.cancel()
 
-    def _stream_closed(self, exchange: Exchange, completed: bool) -> None:
+    def _stream_closed(self, exchange: Exchange, completed: bool, stream: StreamLog | None = None) -> None:
         """The server closed a response stream: if it did not reach its end, the client went away
-        (or the server stopped), which cancels the request; a listen is unsubscribed."""
+        (or the server stopped), which cancels the request, unless it may resume (a handshake-era
+        session's, detached for its client to come back); a listen is unsubscribed."""
+        owner_id = exchange.session_id
+        if not completed and stream is not None and owner_id is not None and not self._closing and self._detached.detach(exchange, stream, owner_id):
+            return
         exchange.channel.close()
         if not completed:
             exchange.cancel("the client closed the stream")
@@ -699,6 +745,7 @@ class WsgiTransport:
         for exchange, subscription in listens:
             exchange.channel.finish(Final(self._complete_frame(subscription.id)))
         self._directory.close()
+        self._detached.close()
         self._inflight.drain(max(0.0, deadline - time.monotonic()))
         for _, exchange in self._inflight.unsettled():  # past the deadline: the exchange's answer() decides once
             final = Final(shutting_down_frame(exchange.request.id))

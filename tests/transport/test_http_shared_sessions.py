@@ -384,3 +384,53 @@ def test_a_lone_server_resumes_a_stream_from_its_recent_events() -> None:
         resumed.close()
     finally:
         server.close(LONG)
+
+
+def gated_service(gate: threading.Event) -> Service:
+    service = Service("gated")
+
+    @service.tool
+    def slow(ctx: Context) -> str:
+        """Logs, then answers once the test opens the gate."""
+        ctx.info("working")
+        gate.wait(LONG)
+        return "finished"
+
+    return service
+
+
+def test_a_lost_post_stream_resumes_with_its_answer() -> None:
+    gate = threading.Event()
+    server = Server("alone", services=[gated_service(gate)])
+    replica = Replica(server)
+    try:
+        session = replica.initialize()
+        response = replica.post({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "slow", "arguments": {}}}, session)
+        stream = Stream(response)
+        primed, nothing = stream.next()
+        assert nothing is None and primed is not None and primed.startswith("p") and stream.retry_ms == 1000
+        seen, logged = stream.message()
+        assert logged["method"] == "notifications/message" and seen is not None and seen.startswith(primed[:-1])
+        stream.close()  # the client loses the stream before the answer: the request goes on
+        gate.set()
+        resumed = Stream(replica.get(session, last_event_id=seen))
+        assert resumed.next() == (seen, None)
+        event_id, answer = resumed.message()
+        assert answer["id"] == 9 and text(answer) == "finished" and event_id != seen
+        with pytest.raises(EOFError):
+            resumed.next()  # the answer ends the resumed stream, as it would have ended the first
+    finally:
+        gate.set()
+        server.close(LONG)
+
+
+def test_a_resume_that_reaches_another_replica_gets_the_sessions_stream(pair: Pair) -> None:
+    session = pair.a.initialize()
+    response = pair.a.post({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}, session)
+    primed = Stream(response).next()[0]
+    assert primed is not None
+    elsewhere = Stream(pair.b.get(session, last_event_id=primed))
+    assert elsewhere.next()[0] == "0"  # primed at the start of the session's own stream
+    pair.a.server.refresh_tools()
+    assert elsewhere.message()[1]["method"] == "notifications/tools/list_changed"
+    elsewhere.close()
