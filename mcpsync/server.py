@@ -336,6 +336,7 @@ class Server:
             log.warning("ignored a malformed list change from the bus")
             return
         if kinds:
+            self.catalog.refresh(kinds, announce=False)  # entries computed from shared state: read them again
             self._publish(kinds, REMOTE)
 
     def _remote_updated(self, channel: str, payload: bytes) -> None:

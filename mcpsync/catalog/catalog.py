@@ -258,12 +258,14 @@ class Catalog:
         self._rebuild(self._kinds_of(found))
         return found
 
-    def refresh(self, kinds: Iterable[str] = KINDS) -> None:
-        """Rebuild and announce a change of `kinds`, e.g. after a service changed entries it computes."""
+    def refresh(self, kinds: Iterable[str] = KINDS, *, announce: bool = True) -> None:
+        """Rebuild and announce a change of `kinds`, e.g. after a service changed entries it computes.
+        Without `announce`, rebuild only: another replica made the change and announced it (the
+        server tells its own listeners once, as a change from elsewhere)."""
         kinds = frozenset(kinds)
         if not kinds <= KINDS:
             raise ValueError(f"unknown kind(s) {sorted(kinds - KINDS)}; use {sorted(KINDS)}")
-        self._rebuild(kinds)
+        self._rebuild(kinds if announce else frozenset())
 
     def _attach(self, service: Service) -> None:
         self._services.append(service)

@@ -55,3 +55,33 @@ def test_a_server_closes_the_bus_it_owns() -> None:
 def test_a_bus_url_that_names_nothing_is_refused() -> None:
     with pytest.raises(ValueError):
         Server("bad", bus="kafka://somewhere")
+
+
+class SharedCatalog(Service):
+    """A service whose tools are whatever a shared table says (a database, a Redis hash): the
+    pattern that keeps every replica's list the same."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        super().__init__("shared")
+        self._table = table
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        return tuple(Tool(lambda reply=reply: reply, name=name) for name, reply in sorted(self._table.items()))
+
+
+def test_a_list_computed_from_shared_state_is_the_same_on_every_replica_after_a_change() -> None:
+    table = {"first": "1"}
+    bus_a = MemoryBus()
+    a = Server("a", services=[SharedCatalog(table)], bus=bus_a)
+    b = Server("b", services=[SharedCatalog(table)], bus=bus_a.peer())
+    with PipeClient(a) as near, PipeClient(b) as far:
+        near.initialize()
+        far.initialize()
+        table["second"] = "2"  # the shared state changes, then the replica that changed it says so
+        a.refresh_tools()
+        response, before = far.request("tools/list", {}, id=2)
+        assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
+        assert [tool["name"] for tool in response["result"]["tools"]] == ["first", "second"]  # b read it again
+    a.close(LONG)
+    b.close(LONG)
