@@ -66,6 +66,7 @@ from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
+from ..engine.single_use import RequestStateUnchecked
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
 from ..protocol.sse import sse_priming
@@ -528,6 +529,8 @@ class WsgiTransport:
         frame, error = answer_frame(exchange.request, outcome)
         if error is None and isinstance(outcome, Success):
             exchange.answer(Final(frame, 200, outcome.claims))
+        elif isinstance(error, RequestStateUnchecked):  # the store is down: the same retry works later
+            exchange.answer(Final(frame, 503, headers=(("Retry-After", str(RETRY_AFTER)),)))
         elif isinstance(error, InsufficientScope) and self._auth is not None:  # the client may step up
             refusal = self._auth.insufficient(caller.environ, self.path, error.scopes, error.description)
             exchange.answer(Final(frame, 403, headers=tuple(refusal.headers())))

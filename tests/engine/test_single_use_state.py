@@ -405,6 +405,19 @@ def test_over_http_two_replicas_refuse_a_replayed_state_with_400() -> None:
         assert ledger.done == ["paid 50"]
 
 
+def test_over_http_a_state_that_cannot_be_checked_is_503_so_the_client_retries() -> None:
+    ledger = Ledger()
+    claims = RecordingClaims()
+    with make_server(ledger) as server:
+        server.engine.use_claims(claims.claim)
+        serving = server.start_http("127.0.0.1", 0)
+        status, first = http_call(serving.url, 1, "pay", {"amount": 5})
+        claims.down = True
+        status, unchecked = http_call(serving.url, 2, "pay", {"amount": 5}, inputResponses={"confirm": ACCEPT}, requestState=first["result"]["requestState"])
+        assert status == 503 and refused(unchecked, -32603)["data"] == {"reason": "unchecked"}
+        assert ledger.done == []
+
+
 # -- the pieces -------------------------------------------------------------------------------------
 
 def test_the_decorator_and_the_tool_class_carry_the_mark() -> None:
