@@ -221,6 +221,26 @@ def test_sigterm_to_the_master_completes_every_open_listen_and_the_tree_exits(wo
     second.close()
 
 
+def test_ctrl_c_completes_every_open_listen_too(workers: Workers) -> None:
+    """A terminal's Ctrl-C: SIGINT to the whole group, so each worker gets it directly and then
+    SIGQUIT from its master, a quick stop; the `worker_int` hook still ends each listen properly."""
+    first, first_pid = on_another_worker(workers.url, set())
+    second, second_pid = on_another_worker(workers.url, {first_pid})
+    listens = {"A": first.listen("A"), "B": second.listen("B")}
+    began = time.monotonic()
+    os.killpg(workers.proc.pid, signal.SIGINT)
+    for request_id, messages in listens.items():
+        final = next(messages)
+        assert final["id"] == request_id and final["result"]["resultType"] == "complete", final
+    _, rest = workers.proc.communicate(timeout=GRACEFUL_TIMEOUT + LONG)
+    stderr = (workers.stderr + rest).decode(errors="replace")
+    assert workers.proc.returncode == 0, stderr
+    assert time.monotonic() - began < GRACEFUL_TIMEOUT / 2, stderr
+    assert not has_traceback(stderr), stderr
+    first.close()
+    second.close()
+
+
 def test_without_a_shared_bus_the_workers_warn_that_they_are_not_one_server() -> None:
     served = Workers(2, str(PID_APP))
     try:
@@ -231,12 +251,13 @@ def test_without_a_shared_bus_the_workers_warn_that_they_are_not_one_server() ->
     assert "--processes 2 without a shared bus (--bus redis://...): each worker has its own sessions and listens" in served.stderr.decode()
 
 
-def test_nginx_balances_round_robin_with_no_affinity_and_streams_unbuffered(redis: RedisServer) -> None:
+@pytest.mark.parametrize("upstream_keepalive", [0, 8], ids=["new-upstream-connections", "kept-alive"])
+def test_nginx_balances_round_robin_with_no_affinity_and_streams_unbuffered(redis: RedisServer, upstream_keepalive: int) -> None:
     """The fixture the multi-replica tests stand on: every request goes to the next replica, even
     on one client connection, and a listen's events pass through as they are written."""
     replicas = [Workers(1, "--bus", redis.url, str(PID_APP)) for _ in range(2)]
     try:
-        with Nginx(upstreams=[("127.0.0.1", replica.port) for replica in replicas]) as balancer:
+        with Nginx(upstreams=[("127.0.0.1", replica.port) for replica in replicas], upstream_keepalive=upstream_keepalive) as balancer:
             client = Connection(balancer.mcp_url)
             pids = [int(client.call("pid")) for _ in range(6)]
             first, second = pids[:2]
@@ -256,3 +277,31 @@ def test_nginx_balances_round_robin_with_no_affinity_and_streams_unbuffered(redi
     finally:
         for replica in replicas:
             replica.kill()
+
+
+def test_two_instances_of_two_workers_behind_nginx_are_one_server(redis: RedisServer) -> None:
+    """The multi-replica deployment of issue 16 in small: `--processes 2` twice on one Redis (no
+    clash between the two masters), behind the balancer; all four workers answer, and a listen
+    held by one instance hears a change made through the balancer on the other."""
+    instances = [Workers(2, "--bus", redis.url, str(PID_APP)) for _ in range(2)]
+    try:
+        every = {pid for instance in instances for pid in instance.pids}
+        with Nginx(upstreams=[("127.0.0.1", instance.port) for instance in instances]) as balancer:
+            client = Connection(balancer.mcp_url)
+            seen: set[int] = set()
+            deadline = time.monotonic() + LONG
+            for _ in range(ATTEMPTS):
+                seen.add(int(client.call("pid")))
+                if seen == every or time.monotonic() > deadline:
+                    break
+            assert seen == every, balancer.access_log()
+            messages = Connection(balancer.mcp_url).listen("L")  # on one instance...
+            client.call("change")  # ...and this, the next request, on the other
+            assert next(messages)["method"] == "notifications/tools/list_changed"
+            client.close()
+        for instance in instances:
+            status, _, stderr = instance.stop()
+            assert status == 0 and not has_traceback(stderr), stderr
+    finally:
+        for instance in instances:
+            instance.kill()

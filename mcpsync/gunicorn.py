@@ -60,6 +60,7 @@ default: by then the master kills the worker anyway)."""
 _lock = threading.RLock()  # re-entrant: the hooks run in signal handlers, which may interrupt a holder
 _managed: list[tuple[Server, int]] = []  # each server handed over, with the pid that handed it
 _stopper: threading.Thread | None = None
+_done = threading.Event()  # the servers' shutdown has finished (on the thread, or in worker_exit)
 
 
 def manage(server: Server) -> Server:
@@ -85,7 +86,7 @@ def post_worker_init(worker: Any) -> None:
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         previous(signum, frame)  # gunicorn's own first: the worker stops accepting
-        _begin_shutdown(worker)
+        _begin_shutdown(worker, None)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn set it: a stop must not interrupt a request's system calls
@@ -93,8 +94,14 @@ def post_worker_init(worker: Any) -> None:
 
 def worker_int(worker: Any) -> None:
     """gunicorn's `worker_int` hook (SIGINT or SIGQUIT: a quick stop; the worker exits right
-    after): shut the servers down with a short budget, so open listens still get `complete`."""
-    _shutdown(worker, QUICK_SHUTDOWN)
+    after): shut the servers down with a short budget, so open listens still get `complete`.
+
+    The shutdown runs on its own thread, which this handler waits for: a Ctrl-C at a terminal
+    reaches the worker twice (SIGINT from the terminal, SIGQUIT from the master), and the second
+    handler runs inside the first, then exits the worker. Work done in the handler itself would
+    be cut short there; on the thread it goes on, and `worker_exit` waits for it."""
+    _begin_shutdown(worker, QUICK_SHUTDOWN)
+    _done.wait(QUICK_SHUTDOWN + 1.0)
 
 
 def worker_exit(server: Any, worker: Any) -> None:
@@ -103,28 +110,30 @@ def worker_exit(server: Any, worker: Any) -> None:
     gunicorn also calls it in the master for a worker that was already gone: nothing to do there."""
     if getattr(worker, "pid", None) != os.getpid():
         return
+    _begin_shutdown(worker, QUICK_SHUTDOWN)  # if no signal began it: max_requests, the master gone
     with _lock:
         stopper = _stopper
-    if stopper is not None:
-        stopper.join(EXIT_JOIN)
-    servers = _servers()
-    if not servers:
-        _shutdown(worker, QUICK_SHUTDOWN)  # an app nobody handed over: at least its streams end
-    for each in servers:
+    if stopper is not None and not stopper.is_alive() and not _done.is_set():
+        _shutdown(worker, QUICK_SHUTDOWN)  # a second signal exited the worker before the thread started
+    _done.wait(EXIT_JOIN)
+    for each in _servers():
         try:
             each.close(timeout=QUICK_SHUTDOWN)
         except Exception:
             log.exception("closing the server %r failed", each.name)
 
 
-def _begin_shutdown(worker: Any) -> None:
-    """From the SIGTERM handler: start the servers' shutdown on a thread, once."""
+def _begin_shutdown(worker: Any, timeout: float | None) -> None:
+    """Start the servers' shutdown on a thread, once per process: a signal handler must return
+    to the worker's loop, or may be cut short by the next signal's handler, which runs inside it
+    and may exit the worker (then `worker_exit` does the shutdown itself). `_done` is set once the
+    shutdown has finished, however it ran."""
     global _stopper
     with _lock:
         if _stopper is not None:
             return
-        _stopper = threading.Thread(target=_shutdown, args=(worker, None), name="mcpsync-gunicorn-stop")
-        _stopper.start()
+        _stopper = threading.Thread(target=_shutdown, args=(worker, timeout), name="mcpsync-gunicorn-stop")
+    _stopper.start()  # a handler nested here finds _stopper set and waits on _done
 
 
 def _servers() -> list[Server]:
@@ -148,3 +157,5 @@ def _shutdown(worker: Any, timeout: float | None) -> None:
             app.shutdown(timeout)
     except Exception:
         log.exception("the shutdown of the worker's server failed")
+    finally:
+        _done.set()
