@@ -150,9 +150,10 @@ service.add_tool(
 
 @service.tool
 def test_reconnection(ctx: Context) -> str:
-    """Logs, pauses and logs again (server-sse-polling). mcpsync cannot close the SSE stream from a
-    tool, so the result arrives on the original stream, which the scenario reports as INFO."""
+    """Logs, closes its stream, pauses and logs again (server-sse-polling, SEP-1699): the client
+    reconnects with the stream's last event id and gets the second log and the result."""
     ctx.info("Before disconnect")
+    ctx.close_stream()
     ctx.wait_cancelled(0.2)
     ctx.info("After reconnect")
     return "Reconnection test completed"

@@ -102,6 +102,7 @@ class Context:
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         seal: Callable[[dict[str, Any], Any], str] | None = None,
         principal: Principal | None = None,
+        release_stream: Callable[[], bool] | None = None,
     ) -> None:
         self.request_id = request_id
         self.principal = principal
@@ -114,6 +115,7 @@ class Context:
         self._cancel_event = cancel_event
         self._wants_log = wants_log
         self._on_cancel = on_cancel
+        self._release_stream = release_stream
         self._last_progress: float | None = None
         self._progress_lock = threading.Lock()
         self._ask_client = ask_client
@@ -144,6 +146,17 @@ class Context:
             self._on_cancel(callback)
         elif self.cancelled:
             callback()
+
+    def close_stream(self) -> bool:
+        """Close this request's event stream now and go on working (SEP-1699 polling): the client
+        reconnects with the stream's last event id and is sent the rest, the answer included, so
+        a long tool does not hold a connection (or a proxy's timeout) for its whole run.
+
+        Only a handshake-era request of an HTTP session streams resumably: elsewhere (stdio,
+        2026-07-28, a client that went away) this does nothing and returns False. A client that
+        does not come back within the server's grace (30 s) cancels the request, as a lost
+        stream does."""
+        return self._release_stream() if self._release_stream is not None else False
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to `timeout` seconds, waking early on cancellation; returns `cancelled`.

@@ -219,6 +219,7 @@ def make_context(served: Served, call: Call, retry: mrtr.Retry | None = None, *,
         ask_timeout=served.ask_timeout,
         seal=mrtr.sealer_for(served.request_states, call, unique=single_use),
         principal=call.principal,
+        release_stream=getattr(call.exchange, "release_stream", None) if call.era is Era.HANDSHAKE else None,
     )
 
 

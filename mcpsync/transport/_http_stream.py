@@ -55,6 +55,8 @@ TIMEOUT = object()
 """`Channel.get` found nothing before its deadline."""
 CLOSED = object()
 """`Channel.get`: the channel is closed and empty."""
+RELEASE = object()
+"""Put by `Exchange.release_stream`: the stream ends here, unanswered, and the client resumes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +278,15 @@ class Exchange(Cancellable):
             if ids:
                 self._tell_cancelled(ids, reason)
 
+    def release_stream(self) -> bool:
+        """End this request's event stream now, before its answer, for the client to resume it
+        with `Last-Event-ID` (SEP-1699 polling: a long tool need not hold a connection). Only a
+        handshake-era session's request streams resumably; False, doing nothing, for any other,
+        and once it is answered or cancelled."""
+        if self.session_id is None or not self.streams or self._done or self.cancel_event.is_set():
+            return False
+        return self.channel.put(RELEASE, force=True)
+
     # -- the transport's side ------------------------------------------------------------------
     def _end(self) -> bool:
         with self._lock:
@@ -345,6 +356,7 @@ class SseBody:
         self._on_deadline = on_deadline
         self._on_close = on_close
         self._finished = False
+        self._released = False  # ended by `release_stream`: cut short on purpose, to be resumed
         self._closed = False
         self._quiet_until = time.monotonic() + keepalive  # when a keep-alive comment is due
 
@@ -385,6 +397,8 @@ class SseBody:
                     return self._event(item.frame)
             elif item is CLOSED:
                 self._finished = True
+            elif item is RELEASE:
+                self._finished = self._released = True
             elif item is TIMEOUT:
                 if self._deadline is not None and now >= self._deadline:
                     self._deadline = None
@@ -413,6 +427,6 @@ class SseBody:
         self._closed = True
         if self._on_close is not None:
             try:
-                self._on_close(self._finished)
+                self._on_close(self._finished and not self._released)
             except Exception:
                 log.exception("closing an HTTP stream failed")

@@ -90,7 +90,7 @@ from ._http_rules import (
     route,
 )
 from ._http_sessions import HttpSession, SessionTable
-from ._http_stream import CLOSED, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
+from ._http_stream import CLOSED, RELEASE, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._wsgi_server import RESPOND_NOW
 from .http_options import (
@@ -558,6 +558,9 @@ class WsgiTransport:
                 return self._answer_json(start_response, item, created, exchange.request.id)
             if item is CLOSED:
                 return empty_reply(start_response, 204)
+            if item is RELEASE:  # released before anything was sent: a stream that ends at once
+                exchange.channel.put(RELEASE, force=True)
+                return self._stream(start_response, exchange, None, deadline, on_deadline)
             if item is TIMEOUT:
                 if deadline is not None and time.monotonic() >= deadline:
                     on_deadline()  # its answer is in the channel now (or was already)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from mcpsync import Context, Server, Service
 from mcpsync.protocol.jsonrpc import Request
 from mcpsync.transport._http_resume import DetachedStreams, StreamLog
 from mcpsync.transport._http_stream import Exchange
 
 from .._timeouts import LONG
+from .pipes import PipeClient
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -57,3 +59,19 @@ def test_closing_cancels_what_is_still_detached() -> None:
     streams.detach(held, StreamLog(), "s")
     streams.close()
     assert held.cancel_event.is_set() and held.channel.closed
+
+
+def test_closing_the_stream_on_stdio_does_nothing() -> None:
+    service = Service("polling")
+
+    @service.tool
+    def long_job(ctx: Context) -> str:
+        """Tries to free its connection."""
+        return f"released: {ctx.close_stream()}"
+
+    server = Server("polling", services=[service])
+    with PipeClient(server) as client:
+        client.initialize()
+        response, _ = client.request("tools/call", {"name": "long_job", "arguments": {}}, id=2)
+        assert response["result"]["content"][0]["text"] == "released: False"
+    server.close(LONG)

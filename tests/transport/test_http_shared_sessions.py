@@ -434,3 +434,66 @@ def test_a_resume_that_reaches_another_replica_gets_the_sessions_stream(pair: Pa
     pair.a.server.refresh_tools()
     assert elsewhere.message()[1]["method"] == "notifications/tools/list_changed"
     elsewhere.close()
+
+
+def polling_service() -> Service:
+    service = Service("polling")
+
+    @service.tool
+    def long_job(ctx: Context) -> str:
+        """Frees its connection while it works (SEP-1699), then answers on the resumed stream."""
+        ctx.info("started")
+        released = ctx.close_stream()
+        ctx.info("still working")
+        return f"done (stream released: {released})"
+
+    return service
+
+
+def test_a_tool_that_closes_its_stream_is_answered_on_the_resumed_one() -> None:
+    server = Server("polling", services=[polling_service()])
+    replica = Replica(server)
+    try:
+        session = replica.initialize()
+        response = replica.post({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "long_job", "arguments": {}}}, session)
+        stream = Stream(response)
+        events = []
+        with pytest.raises(EOFError):  # the server ends the stream, unanswered
+            while True:
+                events.append(stream.next())
+        last_id = events[-1][0]
+        assert last_id is not None and all(message is None or "id" not in message for _, message in events)
+        resumed = Stream(replica.get(session, last_event_id=last_id))
+        assert resumed.next() == (last_id, None)
+        while True:  # what came after the release: the second log line (unless sent before), the answer
+            _, message = resumed.message()
+            if "id" in message:
+                break
+            assert message["params"]["data"] == "still working"
+        assert text(message) == "done (stream released: True)"
+    finally:
+        server.close(LONG)
+
+
+def test_the_blocking_client_follows_a_released_stream_to_its_answer() -> None:
+    import mcpsync
+
+    server = Server("polling", services=[polling_service()])
+    serving = server.start_http("127.0.0.1", 0)
+    try:
+        with mcpsync.connect(serving.url, mode="legacy") as client:
+            assert client.call_tool("long_job", {})["content"][0]["text"] == "done (stream released: True)"
+    finally:
+        server.close(LONG)
+
+
+def test_closing_the_stream_does_nothing_in_2026_07_28() -> None:
+    import mcpsync
+
+    server = Server("polling", services=[polling_service()])
+    serving = server.start_http("127.0.0.1", 0)
+    try:
+        with mcpsync.connect(serving.url, mode="modern") as client:
+            assert client.call_tool("long_job", {})["content"][0]["text"] == "done (stream released: False)"
+    finally:
+        server.close(LONG)
