@@ -19,6 +19,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from fixtures.nginx import Nginx
-from wire import children_of, has_traceback, modern_meta, read_serving_url, spawn_http_server, stat_fields
+from wire import base_env, children_of, has_traceback, modern_meta, read_serving_url, spawn_http_server, stat_fields
 
 import mcpsync
 from mcpsync._gunicorn_app import GRACEFUL_TIMEOUT
@@ -305,3 +306,45 @@ def test_two_instances_of_two_workers_behind_nginx_are_one_server(redis: RedisSe
     finally:
         for instance in instances:
             instance.kill()
+
+
+def test_the_example_gunicorn_conf_ends_open_listens_at_once_on_sigterm(redis: RedisServer, tmp_path: Path) -> None:
+    """docs/examples/gunicorn.conf.py, as a deployment runs it (gunicorn's own command, the hooks
+    imported from mcpsync.gunicorn, scaled.py's server on Redis through MCPSYNC_BUS): a graceful
+    stop completes the open listen and is over long before gunicorn's graceful_timeout."""
+    examples = Path(__file__).resolve().parent.parent / "docs" / "examples"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(examples / "gunicorn.conf.py"), "--chdir", str(examples),
+         "--bind", "127.0.0.1:0", "--workers", "2"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # gunicorn 24+ opens a control socket in $XDG_RUNTIME_DIR (else ~/.gunicorn): this run's own
+        env=base_env(MCPSYNC_BUS=redis.url, XDG_RUNTIME_DIR=str(tmp_path)), start_new_session=True,
+    )
+    assert proc.stderr is not None
+    log = b""
+    try:
+        deadline = time.monotonic() + LONG
+        while b"Listening at: " not in log or b"\n" not in log.split(b"Listening at: ", 1)[1]:
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(proc.stderr.fileno(), 4096) if ready else b""
+            assert chunk, f"gunicorn did not start:\n{log.decode(errors='replace')}"
+            log += chunk
+        url = log.split(b"Listening at: ", 1)[1].split()[0].decode() + "/mcp"
+        client = Connection(url)
+        assert client.call("worker").startswith("worker ")
+        messages = client.listen("L")
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        final = next(messages)
+        assert final["id"] == "L" and final["result"]["resultType"] == "complete", final
+        _, rest = proc.communicate(timeout=GRACEFUL_TIMEOUT + LONG)
+        log += rest
+        text = log.decode(errors="replace")
+        assert proc.returncode == 0, text
+        assert time.monotonic() - began < GRACEFUL_TIMEOUT / 2, text
+        assert not has_traceback(text), text
+        client.close()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=LONG)
