@@ -78,8 +78,11 @@ def post_worker_init(worker: Any) -> None:
     starts the servers' shutdown at once instead of waiting `graceful_timeout` for open streams."""
     with _lock:
         early = [server for server, pid in _managed if pid != os.getpid()]
-    for server in early:
-        log.warning("the server %r was built before the fork (preload_app?): threads do not survive a fork, so its bus does not run here", server.name)
+    for server in early:  # on gunicorn's own log: a deployment configures that one, not mcpsync's
+        getattr(worker, "log", log).warning(
+            "the mcpsync server %r was built before the fork (preload_app?): threads do not survive a fork, so its bus does not run in this worker",
+            server.name,
+        )
     previous = signal.getsignal(signal.SIGTERM)
     if not callable(previous):  # not gunicorn's handler: leave the signal's meaning alone
         return
@@ -137,8 +140,9 @@ def _begin_shutdown(worker: Any, timeout: float | None) -> None:
 
 
 def _servers() -> list[Server]:
+    """Every server handed over, even before the fork (preload_app): it serves in this worker too."""
     with _lock:
-        return [server for server, pid in _managed if pid == os.getpid()]
+        return [server for server, _ in _managed]
 
 
 def _shutdown(worker: Any, timeout: float | None) -> None:
