@@ -27,11 +27,24 @@ from typing import Protocol, runtime_checkable
 from .memory import MemoryBus as MemoryBus
 from .memory_store import MemoryStore as MemoryStore
 from .redis import RedisBus as RedisBus
+from .redis_store import RedisStore as RedisStore
 from .store import SessionRecord as SessionRecord
 from .store import Store as Store
 from .store import StoreUnavailable as StoreUnavailable
 
-__all__ = ["Bus", "Handler", "MemoryBus", "MemoryStore", "RedisBus", "SessionRecord", "Store", "StoreUnavailable", "bus_for", "store_for"]
+__all__ = [
+    "Bus",
+    "Handler",
+    "MemoryBus",
+    "MemoryStore",
+    "RedisBus",
+    "RedisStore",
+    "SessionRecord",
+    "Store",
+    "StoreUnavailable",
+    "bus_for",
+    "store_for",
+]
 
 Handler = Callable[[str, bytes], None]
 """Called with (channel, payload) for each message another bus published on the channel."""
@@ -99,8 +112,6 @@ def store_for(url: str) -> Store | None:
     """
     scheme = url.partition("://")[0].lower()
     if scheme in ("redis", "rediss"):
-        from .redis_store import RedisStore
-
         return RedisStore(url)
     bus_for(url).close()  # the same checks, the same errors
     return None
