@@ -549,7 +549,7 @@ def stream_events(url: str, body: Any, token: str, headers: dict[str, str], meth
         response = connection.getresponse()
         assert response.status == 200, response.read()
         assert response.headers["Content-Type"].startswith("text/event-stream")
-        return [json.loads(line[6:]) for line in response.read().splitlines() if line.startswith(b"data: ")]
+        return [json.loads(line[6:]) for line in response.read().splitlines() if line.startswith(b"data: ") and line[6:].strip()]
     finally:
         connection.close()
 

@@ -148,7 +148,7 @@ def sse_messages(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]
         line = response.readline()
         if not line:
             return
-        if line.startswith(b"data: "):
+        if line.startswith(b"data: ") and line[6:].strip():  # a priming event's data is empty
             yield json.loads(line[6:])
 
 

@@ -152,7 +152,7 @@ def normal_request(served: Served, method: str, params: dict[str, Any] | None = 
         raw = response.read()
         assert response.status == 200, (response.status, raw[:500])
         if response.getheader("Content-Type", "").startswith("text/event-stream"):
-            messages = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ")]
+            messages = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ") and line[6:].strip()]
             answer = next(m for m in messages if m.get("id") == 1)
         else:
             answer = json.loads(raw)
@@ -307,7 +307,7 @@ class Listen:
             event = bytes(self.sse[:end])
             del self.sse[:end + 2]
             for line in event.split(b"\n"):
-                if line.startswith(b"data: "):
+                if line.startswith(b"data: ") and line[6:].strip():  # a priming event's data is empty
                     self.messages.append(json.loads(line[6:]))
 
     def has(self, method: str) -> bool:

@@ -25,6 +25,7 @@ from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]  #
 from gunicorn.errors import AppImportError, HaltServer  # type: ignore[import-untyped]
 
 from . import gunicorn as hooks
+from .errors import McpsyncError
 from .transport.http_options import WsgiApp
 
 __all__ = ["GRACEFUL_TIMEOUT", "KEEPALIVE", "HaltServer", "LoadFailed", "ProcessesApplication"]
@@ -38,9 +39,10 @@ GRACEFUL_TIMEOUT = 30
 SIGTERM hook ends every stream at once and running requests have the server's shutdown_timeout."""
 
 
-class LoadFailed(AppImportError):  # type: ignore[misc]  # gunicorn is untyped
+class LoadFailed(AppImportError, McpsyncError):  # type: ignore[misc]  # gunicorn is untyped
     """A worker could not build the server (a bad target, say): gunicorn prints the message and
-    stops every worker instead of restarting this one forever."""
+    stops every worker instead of restarting this one forever (an `AppImportError` to gunicorn,
+    a `McpsyncError` like every error mcpsync raises)."""
 
 
 class ProcessesApplication(BaseApplication):  # type: ignore[misc]  # gunicorn is untyped

@@ -350,8 +350,10 @@ class SseBody:
         self._channel = channel
         self._keepalive = keepalive
         self._event = sse_event if number is None else number
-        opening = OPENED if prime is None else prime
-        self._pending: bytes | None = opening + self._event(first) if first is not None else opening
+        if first is None:
+            self._pending: bytes | None = OPENED if prime is None else prime
+        else:  # the first frame opens the stream (after the priming event, if any)
+            self._pending = self._event(first) if prime is None else prime + self._event(first)
         self._deadline = deadline
         self._on_deadline = on_deadline
         self._on_close = on_close
