@@ -114,8 +114,8 @@ def cli() -> None:
     "--bus",
     "bus_url",
     metavar="URL",
-    help="Share list changes and resource updates with the other processes serving the same clients (replicas) "
-    "through this bus: redis://HOST:PORT/DB (the redis extra). Default: this process alone.",
+    help="Share list changes, resource updates and handshake-era sessions with the other processes serving the "
+    "same clients (replicas) through this Redis: redis://HOST:PORT/DB (the redis extra). Default: this process alone.",
 )
 @click.option(
     "--processes",
@@ -207,7 +207,8 @@ def serve(
     With --processes N (above 1) gunicorn runs N worker processes on that address instead (the
     gunicorn extra: pip install 'mcpsync[gunicorn]'), each building its own server from TARGET
     and the config after the fork. Clients then reach any worker: with --bus redis://... the
-    workers are one server (a change made through one reaches the listens held by every other);
+    workers are one server (any worker serves any request of any session, and a change made
+    through one reaches the listens held by every other);
     without it each worker has its own sessions and listens, and a warning says so. SIGTERM stops
     them gracefully: every open listen gets its complete result first.
 
