@@ -122,6 +122,31 @@ def redis_address(url: str) -> str:
     return f"{parts.hostname or 'localhost'}:{port or 6379}/{db or 0}"
 
 
+def redis_client(url: str, socket_timeout: float, what: str) -> tuple[Redis, Any]:
+    """A redis-py client as mcpsync's Redis backends use one, and the `redis` module: every
+    operation (connect, send, read) within `socket_timeout`, no silent retries (an outage is seen
+    at once, not hidden), a PING before a connection idle for `HEALTH_CHECK_INTERVAL` is used.
+
+    Raises:
+        ImportError: the `redis` package is not installed; the message names the `what` that
+            needs it and the extra that brings it.
+    """
+    try:
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+    except ImportError as exc:
+        raise ImportError(f"the Redis {what} needs the redis package: pip install 'mcpsync[redis]'") from exc
+    client = redis.Redis.from_url(
+        url,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=socket_timeout,
+        retry=Retry(NoBackoff(), 0),
+        health_check_interval=HEALTH_CHECK_INTERVAL,
+    )
+    return client, redis
+
+
 class RedisBus:
     """A bus over Redis pub/sub; see the module docstring for the threading and the outages.
 
@@ -139,20 +164,8 @@ class RedisBus:
         if socket_timeout <= 0:
             raise ValueError("socket_timeout must be positive")
         self.address = redis_address(url)
-        try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError as exc:
-            raise ImportError("the Redis bus needs the redis package: pip install 'mcpsync[redis]'") from exc
+        self._client, redis = redis_client(url, socket_timeout, "bus")
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
-        self._client: Redis = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=HEALTH_CHECK_INTERVAL,
-        )
         self._socket_timeout = socket_timeout
         self._prefix = namespace.encode()
         self._id = os.urandom(_ID_BYTES)

@@ -59,11 +59,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from .redis import redis_address
+from .redis import DEFAULT_SOCKET_TIMEOUT, redis_address, redis_client
 from .store import SessionRecord, StoreUnavailable
 
 if TYPE_CHECKING:
-    from redis import Redis
     from redis.commands.core import Script
 
 __all__ = ["RedisStore"]
@@ -72,12 +71,8 @@ log = logging.getLogger("mcpsync")
 
 DEFAULT_NAMESPACE = "mcpsync:"
 """Prefixed to every key (the same default as `RedisBus`'s channels)."""
-DEFAULT_SOCKET_TIMEOUT = 2.0
-"""Seconds any one Redis operation (connect, send, read) may take before a call raises `StoreUnavailable`."""
 DEFAULT_LOG_CAP = 256
 """Events kept per session log (as `MemoryStore`)."""
-HEALTH_CHECK_INTERVAL = 5
-"""Seconds of idleness after which redis-py checks a pooled connection with a PING before using it."""
 
 _FIELDS = frozenset(f.name for f in fields(SessionRecord))
 _FRAME = b"f"
@@ -217,21 +212,9 @@ class RedisStore:
         if log_cap < 1:
             raise ValueError("log_cap must be at least 1")
         self.address = redis_address(url)
-        try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError as exc:
-            raise ImportError("the Redis store needs the redis package: pip install 'mcpsync[redis]'") from exc
+        self._client, redis = redis_client(url, socket_timeout, "store")
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._connection_errors: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
-        self._client: Redis = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=HEALTH_CHECK_INTERVAL,
-        )
         self._ns = namespace
         self._fresh = f"{namespace}sessions:fresh"
         self._used = f"{namespace}sessions:used"
