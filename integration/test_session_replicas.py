@@ -38,9 +38,9 @@ from fixtures.nginx import Nginx
 from wire import META_CLIENT_CAPABILITIES, REPO_ROOT, base_env, has_traceback, modern_meta
 
 from mcpsync.bus.store import RETRY_AFTER
-from mcpsync.protocol.sse import SseParser
 from tests._timeouts import LONG
 from tests.bus.redis_server import RedisServer
+from tests.sse_stream import SseStream
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -191,40 +191,12 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
 
 # -- raw HTTP -----------------------------------------------------------------------------------
 
-class Stream:
-    """An SSE response read event by event, (id, message or None for a priming event); every read
-    waits at most LONG (the socket's timeout). EOFError when it ends."""
+class Stream(SseStream):
+    """An SSE response read event by event, and which instance held it (nginx's X-Upstream)."""
 
     def __init__(self, response: http.client.HTTPResponse) -> None:
-        assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream", response.read()
-        self.response = response
+        super().__init__(response)
         self.upstream = response.getheader("X-Upstream")
-        self.parser = SseParser()
-        self.pending: list[tuple[str | None, Any]] = []
-        self.retry_ms: int | None = None
-
-    def next(self) -> tuple[str | None, Any]:
-        while not self.pending:
-            try:
-                line = self.response.readline()
-            except (http.client.IncompleteRead, ConnectionError) as exc:
-                raise EOFError(f"the stream broke: {exc!r}") from exc
-            if not line:
-                raise EOFError("the stream ended")
-            events = self.parser.feed(line)
-            if self.parser.retry_ms is not None:
-                self.retry_ms = self.parser.retry_ms
-            self.pending.extend((event.id, json.loads(event.data) if event.data.strip() else None) for event in events)
-        return self.pending.pop(0)
-
-    def message(self) -> tuple[str | None, Any]:
-        while True:
-            event_id, message = self.next()
-            if message is not None:
-                return event_id, message
-
-    def close(self) -> None:
-        self.response.close()
 
 
 class Http:

@@ -18,9 +18,9 @@ import pytest
 
 from mcpsync import Context, Server, Service
 from mcpsync.bus import MemoryBus, MemoryStore, StoreUnavailable
-from mcpsync.protocol.sse import SseParser
 
 from .._timeouts import LONG
+from ..sse_stream import SseStream
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -84,40 +84,8 @@ class Replica:
         return response.status
 
 
-class Stream:
-    """An SSE response read event by event: (id, message or None for the priming event)."""
-
-    def __init__(self, response: http.client.HTTPResponse) -> None:
-        assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream"
-        self.response = response
-        self.parser = SseParser()
-        self.pending: list[tuple[str | None, Any]] = []
-        self.retry_ms: int | None = None
-
-    def next(self) -> tuple[str | None, Any]:
-        while not self.pending:
-            line = self.response.readline()
-            if not line:
-                raise EOFError("the stream ended")
-            events = self.parser.feed(line)
-            self.retry_ms = self.parser.retry_ms if self.parser.retry_ms is not None else self.retry_ms
-            # a priming event is an id and empty data: (id, None)
-            self.pending.extend((event.id, json.loads(event.data) if event.data.strip() else None) for event in events)
-        return self.pending.pop(0)
-
-    def message(self) -> tuple[str | None, Any]:
-        """The next event that carries a message (skipping priming events)."""
-        while True:
-            event_id, message = self.next()
-            if message is not None:
-                return event_id, message
-
-    def close(self) -> None:
-        self.response.close()
-
-
 def messages(response: http.client.HTTPResponse) -> Iterator[Any]:
-    stream = Stream(response)
+    stream = SseStream(response)
     while True:
         try:
             yield stream.message()[1]
@@ -202,7 +170,7 @@ def test_a_session_made_on_one_replica_is_served_by_the_other(pair: Pair) -> Non
 
 def test_a_delete_on_one_replica_ends_the_session_on_both(pair: Pair) -> None:
     session = pair.a.initialize()
-    stream = Stream(pair.a.get(session))
+    stream = SseStream(pair.a.get(session))
     assert stream.next()[1] is None  # the priming event
     assert pair.b.delete(session) == 204
     with pytest.raises(EOFError):
@@ -223,7 +191,7 @@ def test_a_log_level_set_through_one_replica_holds_on_the_other(pair: Pair) -> N
 def test_changes_made_on_either_replica_reach_a_stream_held_by_one_once(pair: Pair) -> None:
     session = pair.a.initialize()
     assert pair.b.request("resources/subscribe", {"uri": "notes://welcome"}, session=session)[0] == 200
-    stream = Stream(pair.a.get(session))
+    stream = SseStream(pair.a.get(session))
     pair.b.server.refresh_tools()
     pair.b.server.notify_resource_updated("notes://welcome")
     pair.a.server.refresh_prompts()
@@ -237,7 +205,7 @@ def test_changes_made_on_either_replica_reach_a_stream_held_by_one_once(pair: Pa
 def test_an_answer_posted_to_the_other_replica_reaches_the_asking_tool(pair: Pair) -> None:
     session = pair.a.initialize()
     response = pair.a.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}, session)
-    stream = Stream(response)
+    stream = SseStream(response)
     _, ask = stream.message()
     assert ask["method"] == "elicitation/create"
     answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
@@ -261,7 +229,7 @@ def test_a_cancel_posted_to_the_other_replica_cancels_the_request(pair: Pair) ->
 
 def test_a_stream_resumes_on_the_other_replica_with_what_it_missed(pair: Pair) -> None:
     session = pair.a.initialize()
-    stream = Stream(pair.a.get(session))
+    stream = SseStream(pair.a.get(session))
     first_id, priming = stream.next()
     assert priming is None and first_id is not None and stream.retry_ms is not None
     pair.a.server.refresh_tools()
@@ -269,7 +237,7 @@ def test_a_stream_resumes_on_the_other_replica_with_what_it_missed(pair: Pair) -
     assert message["method"] == "notifications/tools/list_changed" and seen is not None
     stream.close()
     pair.a.server.refresh_prompts()  # while no stream is open
-    resumed = Stream(pair.b.get(session, last_event_id=seen))
+    resumed = SseStream(pair.b.get(session, last_event_id=seen))
     assert resumed.next() == (seen, None)  # primed where it resumes
     event_id, message = resumed.message()
     assert message["method"] == "notifications/prompts/list_changed" and event_id != seen
@@ -295,12 +263,12 @@ def test_a_stream_without_last_event_id_starts_where_the_last_one_ended() -> Non
     try:
         session = replicas.a.initialize()
         replicas.b.server.refresh_tools()  # before any stream: kept in the session's log
-        stream = Stream(replicas.a.get(session))
+        stream = SseStream(replicas.a.get(session))
         assert stream.message()[1]["method"] == "notifications/tools/list_changed"
         stream.close()
         assert store.recorded.wait(LONG)  # A saw its client go (at its next keep-alive) and recorded where
         replicas.a.server.refresh_prompts()
-        again = Stream(replicas.b.get(session))
+        again = SseStream(replicas.b.get(session))
         assert again.message()[1]["method"] == "notifications/prompts/list_changed"  # not the tools one again
         again.close()
     finally:
@@ -370,7 +338,7 @@ def test_a_lone_server_resumes_a_stream_from_its_recent_events() -> None:
     replica = Replica(server)
     try:
         session = replica.initialize()
-        stream = Stream(replica.get(session))
+        stream = SseStream(replica.get(session))
         assert stream.next()[1] is None
         server.refresh_tools()
         seen, _ = stream.message()
@@ -378,7 +346,7 @@ def test_a_lone_server_resumes_a_stream_from_its_recent_events() -> None:
         stream.message()  # sent, but suppose the connection lost it
         stream.close()
         server.refresh_resources()
-        resumed = Stream(replica.get(session, last_event_id=seen))
+        resumed = SseStream(replica.get(session, last_event_id=seen))
         assert resumed.next() == (seen, None)
         assert [resumed.message()[1]["method"] for _ in range(2)] == ["notifications/prompts/list_changed", "notifications/resources/list_changed"]
         resumed.close()
@@ -406,14 +374,14 @@ def test_a_lost_post_stream_resumes_with_its_answer() -> None:
     try:
         session = replica.initialize()
         response = replica.post({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "slow", "arguments": {}}}, session)
-        stream = Stream(response)
+        stream = SseStream(response)
         primed, nothing = stream.next()
         assert nothing is None and primed is not None and primed.startswith("p") and stream.retry_ms == 1000
         seen, logged = stream.message()
         assert logged["method"] == "notifications/message" and seen is not None and seen.startswith(primed[:-1])
         stream.close()  # the client loses the stream before the answer: the request goes on
         gate.set()
-        resumed = Stream(replica.get(session, last_event_id=seen))
+        resumed = SseStream(replica.get(session, last_event_id=seen))
         assert resumed.next() == (seen, None)
         event_id, answer = resumed.message()
         assert answer["id"] == 9 and text(answer) == "finished" and event_id != seen
@@ -427,9 +395,9 @@ def test_a_lost_post_stream_resumes_with_its_answer() -> None:
 def test_a_resume_that_reaches_another_replica_gets_the_sessions_stream(pair: Pair) -> None:
     session = pair.a.initialize()
     response = pair.a.post({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}, session)
-    primed = Stream(response).next()[0]
+    primed = SseStream(response).next()[0]
     assert primed is not None
-    elsewhere = Stream(pair.b.get(session, last_event_id=primed))
+    elsewhere = SseStream(pair.b.get(session, last_event_id=primed))
     assert elsewhere.next()[0] == "0"  # primed at the start of the session's own stream
     pair.a.server.refresh_tools()
     assert elsewhere.message()[1]["method"] == "notifications/tools/list_changed"
@@ -456,14 +424,14 @@ def test_a_tool_that_closes_its_stream_is_answered_on_the_resumed_one() -> None:
     try:
         session = replica.initialize()
         response = replica.post({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "long_job", "arguments": {}}}, session)
-        stream = Stream(response)
+        stream = SseStream(response)
         events = []
         with pytest.raises(EOFError):  # the server ends the stream, unanswered
             while True:
                 events.append(stream.next())
         last_id = events[-1][0]
         assert last_id is not None and all(message is None or "id" not in message for _, message in events)
-        resumed = Stream(replica.get(session, last_event_id=last_id))
+        resumed = SseStream(replica.get(session, last_event_id=last_id))
         assert resumed.next() == (last_id, None)
         while True:  # what came after the release: the second log line (unless sent before), the answer
             _, message = resumed.message()
