@@ -255,6 +255,13 @@ def serve(
 
         if not bus.startswith(BUS_SCHEMES):  # the URL is not repeated: it may hold a password
             raise click.BadParameter(f"expected a URL starting with {', '.join(BUS_SCHEMES)}", param_hint="--bus")
+    endpoint_options: dict[str, Any] = {  # the endpoint's, the same in one process or many
+        "allowed_hosts": allowed_hosts or None,
+        "allowed_origins": allowed_origins or None,
+        "request_timeout": request_timeout,
+        "session_timeout": session_timeout,
+        "keepalive": keepalive,
+    }
     if http_address is not None and processes is not None and processes > 1:
         host, port = _parse_address(http_address)
         streams = max_streams if max_streams is not None else min(DEFAULT_MAX_STREAMS, max(1, max_connections * 4 // 5))
@@ -269,16 +276,7 @@ def serve(
             _use_bus(server, bus)
             from .gunicorn import manage
 
-            return manage(server).wsgi_app(
-                http_path,
-                allowed_hosts=allowed_hosts or None,
-                allowed_origins=allowed_origins or None,
-                max_streams=streams,
-                subscription_cap=streams,
-                request_timeout=request_timeout,
-                session_timeout=session_timeout,
-                keepalive=keepalive,
-            )
+            return manage(server).wsgi_app(http_path, max_streams=streams, subscription_cap=streams, **endpoint_options)
 
         _serve_processes(processes, host, port, http_path, threads + streams, max_connections, log_level or settings.get("log_level", "warning"), bus, load_app)
         return
@@ -298,12 +296,8 @@ def serve(
                 threads=threads,
                 max_connections=max_connections,
                 on_ready=on_ready,
-                allowed_hosts=allowed_hosts or None,
-                allowed_origins=allowed_origins or None,
                 max_streams=max_streams,
-                request_timeout=request_timeout,
-                session_timeout=session_timeout,
-                keepalive=keepalive,
+                **endpoint_options,
             ),
         )
         return
