@@ -436,6 +436,7 @@ class Server:
         max_body_bytes: int | None = None,
         subscription_cap: int | None = None,
         shutdown_timeout: float | None = None,
+        bus: Bus | str | None = None,
     ) -> WsgiTransport:
         """A WSGI application serving this server's MCP endpoint at `path`, in both eras.
 
@@ -443,9 +444,12 @@ class Server:
         mod_wsgi), or mount it beside another WSGI app (`fallback=flask_app` serves every other
         path). The keywords are those of `WsgiTransport`; `auth`, `workers`, `max_body_bytes`,
         `subscription_cap` and `shutdown_timeout` default (None) to this server's `auth`,
-        `workers`, `max_frame_bytes`, `subscription_cap` and `shutdown_timeout`. The app stops
-        with `shutdown()`.
+        `workers`, `max_frame_bytes`, `subscription_cap` and `shutdown_timeout`. `bus`, for a
+        server that has none yet, is `use_bus(bus)` first (as `Server(bus=...)`), so a WSGI module
+        can name its Redis where it makes the app. The app stops with `shutdown()`.
         """
+        if bus is not None:
+            self.use_bus(bus)
         app = self._http_app(
             path,
             lambda: self._unregister(app),

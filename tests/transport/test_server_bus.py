@@ -8,6 +8,7 @@ import pytest
 
 from mcpsync import Server, Service, Tool
 from mcpsync.bus import MemoryBus
+from mcpsync.errors import McpsyncError
 
 from .._timeouts import LONG
 from .pipes import PipeClient
@@ -31,9 +32,9 @@ def test_a_change_on_one_replica_reaches_the_clients_of_the_other_once() -> None
         far.initialize()
         service_a.add_tool(Tool(lambda: "new", name="added"))
         a.notify_resource_updated("notes://welcome")  # nobody subscribed on either: nothing sent for it
-        response, before = far.request("ping", {}, id=2)
+        _, before = far.request("ping", {}, id=2)
         assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
-        response, before = near.request("ping", {}, id=2)
+        _, before = near.request("ping", {}, id=2)
         assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]  # once: no echo
     a.close(LONG)
     b.close(LONG)
@@ -85,3 +86,20 @@ def test_a_list_computed_from_shared_state_is_the_same_on_every_replica_after_a_
         assert [tool["name"] for tool in response["result"]["tools"]] == ["first", "second"]  # b read it again
     a.close(LONG)
     b.close(LONG)
+
+
+def test_wsgi_app_takes_the_bus_a_server_has_not_got_yet() -> None:
+    bus = MemoryBus()
+    server = Server("late")
+    app = server.wsgi_app(bus=bus)
+    other = Server("other", bus=bus.peer())
+    with PipeClient(other) as far:
+        far.initialize()
+        server.refresh_tools()  # a change on the server that took its bus with its WSGI app
+        _, before = far.request("ping", {}, id=2)
+        assert before == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]
+    with pytest.raises(McpsyncError, match="already has a bus"):
+        server.wsgi_app(bus=bus.peer())  # one bus per server, whichever way it came
+    app.shutdown()
+    server.close(LONG)
+    other.close(LONG)
