@@ -43,7 +43,7 @@ for raw in call:  # the call's event stream: the server's questions, then the re
     line = raw.decode().rstrip("\r\n")
     if line:
         print("  ", line)
-    if line.startswith("data: "):
+    if line.startswith("data: ") and line != "data: ":  # the first event, with no data, primes a resume
         message = json.loads(line[len("data: "):])
         if "method" in message:  # a question: answer it with a POST of its own
             answer = post({"jsonrpc": "2.0", "id": message["id"], "result": answers[message["method"]]}, session_id,

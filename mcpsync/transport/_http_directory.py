@@ -7,10 +7,15 @@ which it has:
   `SessionTable` is the truth. A change goes into each session's channel with an event id, and a
   GET stream resumed with `Last-Event-ID` is refilled from the session's ring of recent events.
 - `SharedDirectory` (replicas sharing a `Store`, e.g. Redis): the store is the truth and the table
-  holds this process's copies. Every request loads its session's record (one round trip, which
-  also pushes the session's expiry out), so a DELETE or an expiry on any replica is seen by the
-  next request on every one, and a log level or a subscription set through one replica is what
-  the next request on another sees (the engine's `Session` writes them through, `SharedSession`).
+  holds this process's copies. A request whose session this process has not checked for
+  `recheck` seconds loads its record (one round trip, which also pushes the session's expiry
+  out); one that comes sooner is served from the copy, since whatever would make it wrong is
+  announced on the bus: a DELETE (`session_ended`), a log level or a subscription set through
+  another replica (the engine's `Session` writes them through, `SharedSession`, and says so:
+  `session_changed`, which marks the copies elsewhere unchecked). While the bus is down (a backend
+  that knows says so with `connected`) or after it comes back, every request loads its record
+  again: what was announced meanwhile may be lost. An expiry on another replica's clock is seen
+  within `recheck`.
   A change is appended once, by the replica where it was made, to the event log of every session
   it concerns; each replica then reads the logs of the GET streams it holds after their cursors
   (on the change itself, or on the bus's message that another replica made one), so a stream
@@ -37,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +66,11 @@ ANSWER_CHANNEL = "session_answer"
 """The bus channel of answers to server-to-client requests: session id, a newline, the body."""
 CANCEL_CHANNEL = "session_cancel"
 """The bus channel of a client's cancellations: session id, a newline, the request id as JSON."""
+CHANGED_CHANNEL = "session_changed"
+"""The bus channel of sessions whose record a replica changed: the session id, ASCII."""
+RECHECK = 5.0
+"""Seconds a shared session's copy is served without loading its record (at most a tenth of the
+session timeout): how late an expiry elsewhere may be seen, and how often the expiry is pushed out."""
 KEEPER_THREAD = "mcpsync-http-sessions"
 
 
@@ -115,7 +126,7 @@ class SharedSession(Session):
 
     def __init__(self, write: Callable[..., None]) -> None:
         super().__init__()
-        self._write = write
+        self._write = write  # to the store, and tells the other replicas
 
     def restore(self, record: SessionRecord) -> None:
         """Become what the record says, without writing anything back."""
@@ -182,16 +193,24 @@ class SharedDirectory:
         tag = os.urandom(4).hex()  # this process's asks: an answer routed by the bus settles one
         self.table = SessionTable(idle_timeout=ttl, max_sessions=max_local, capacity=capacity, session_factory=self._session_for, ask_prefix=f"mcpsync-{tag}-")
         self._outage = False  # a failed append was logged; quiet until one succeeds
+        self._recheck = min(RECHECK, ttl / 10)
+        self._clock = time.monotonic
         self._stop = threading.Event()
         self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
         bus.subscribe(ENDED_CHANNEL, self._remote_ended)
         bus.subscribe(ANSWER_CHANNEL, self._remote_answer)
         bus.subscribe(CANCEL_CHANNEL, self._remote_cancel)
+        bus.subscribe(CHANGED_CHANNEL, self._remote_changed)
+        bus.on_reconnect(self._uncheck_all)
         self._keeper = threading.Thread(target=self._keep, name=KEEPER_THREAD, daemon=True)
         self._keeper.start()
 
     def _session_for(self, session_id: str) -> Session:
-        return SharedSession(lambda **changes: self._store.update_session(session_id, **changes))
+        def write(**changes: Any) -> None:
+            self._store.update_session(session_id, **changes)
+            self._bus.publish(CHANGED_CHANNEL, session_id.encode("ascii"))
+
+        return SharedSession(write)
 
     # -- what the transport asks -------------------------------------------------------------------
     def reserve(self) -> HttpSession | None:
@@ -213,8 +232,14 @@ class SharedDirectory:
         return True
 
     def find(self, session_id: str) -> HttpSession | None:
-        """The session as the store has it now (and its expiry pushed out); None when it is gone,
-        and then this process's copy ends too."""
+        """The session as the store has it (its copy here, if checked within `recheck` and the
+        bus is up; else loaded, and its expiry pushed out); None when it is gone, and then this
+        process's copy ends too."""
+        now = self._clock()
+        if getattr(self._bus, "connected", True):
+            owner = self.table.find(session_id)
+            if owner is not None and owner.checked_until > now:
+                return owner
         record = self._store.load_session(session_id, ttl=self._ttl)
         if record is None:
             self.table.remove(session_id)
@@ -228,6 +253,7 @@ class SharedDirectory:
             session.restore(record)
         else:
             session.sync(record)
+        owner.checked_until = now + self._recheck
         return owner
 
     def delete(self, owner: HttpSession) -> None:
@@ -332,6 +358,16 @@ class SharedDirectory:
     # -- what the bus brings (on its thread: quick, never raising) -------------------------------
     def _remote_ended(self, channel: str, payload: bytes) -> None:
         self.table.remove(payload.decode("ascii", "replace"))
+
+    def _remote_changed(self, channel: str, payload: bytes) -> None:
+        owner = self.table.peek(payload.decode("ascii", "replace"))
+        if owner is not None:
+            owner.checked_until = 0.0  # its next request loads the record
+
+    def _uncheck_all(self) -> None:
+        """The bus is back: what it carried meanwhile is lost, so no copy is trusted."""
+        for owner in self.table.snapshot():
+            owner.checked_until = 0.0
 
     def _remote_answer(self, channel: str, payload: bytes) -> None:
         session_id, _, body = payload.partition(b"\n")

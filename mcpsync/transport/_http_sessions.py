@@ -100,6 +100,7 @@ class HttpSession:
         # newest events for a resume when there is no shared store.
         self.feed_lock = threading.Lock()
         self.cursor: str | None = None
+        self.checked_until = 0.0  # a shared session's copy is trusted until then (`_http_directory`)
         self._recent: collections.deque[Event] = collections.deque(maxlen=capacity)
         self._count = 0
         self._streaming = False

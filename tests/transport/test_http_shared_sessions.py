@@ -181,6 +181,7 @@ def test_a_delete_on_one_replica_ends_the_session_on_both(pair: Pair) -> None:
 
 def test_a_log_level_set_through_one_replica_holds_on_the_other(pair: Pair) -> None:
     session = pair.a.initialize()
+    assert pair.b.request("ping", session=session)[0] == 200  # B holds a checked copy now
     assert pair.a.request("logging/setLevel", {"level": "error"}, session=session)[0] == 200
     response = pair.b.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}, session)
     got = list(messages(response)) if response.getheader("Content-Type") == "text/event-stream" else [json.loads(response.read())]
@@ -463,5 +464,52 @@ def test_closing_the_stream_does_nothing_in_2026_07_28() -> None:
     try:
         with mcpsync.connect(serving.url, mode="modern") as client:
             assert client.call_tool("long_job", {})["content"][0]["text"] == "done (stream released: False)"
+    finally:
+        server.close(LONG)
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    def load_session(self, session_id: str, *, ttl: float) -> Any:
+        self.loads += 1
+        return super().load_session(session_id, ttl=ttl)
+
+
+class DownBus(MemoryBus):
+    """A bus that says it cannot reach its backend (as RedisBus.connected does)."""
+
+    connected = False
+
+
+def test_a_copy_checked_moments_ago_is_served_without_the_store_while_the_bus_is_up() -> None:
+    store = CountingStore()
+    replicas = Pair(store)
+    try:
+        session = replicas.a.initialize()
+        replicas.b.request("ping", session=session)
+        loads = store.loads
+        for id in range(3):
+            assert replicas.b.request("ping", session=session, id=id)[0] == 200
+        assert store.loads == loads  # each would be a round trip to Redis
+        replicas.a.request("resources/subscribe", {"uri": "notes://welcome"}, session=session)
+        replicas.b.request("ping", session=session, id=9)
+        assert store.loads == loads + 1  # A said it changed the record: B loaded it again
+    finally:
+        replicas.close()
+
+
+def test_while_the_bus_is_down_every_request_loads_its_session() -> None:
+    store = CountingStore()
+    server = Server("a", services=[service(Asked())], bus=DownBus(), store=store)
+    replica = Replica(server)
+    try:
+        session = replica.initialize()
+        loads = store.loads
+        for id in range(3):
+            assert replica.request("ping", session=session, id=id)[0] == 200
+        assert store.loads == loads + 3  # what the bus would have said may be lost
     finally:
         server.close(LONG)
