@@ -114,7 +114,7 @@ class MemoryStore:
         return ids
 
     def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:
-        start = int(after) if after is not None and after.isascii() and after.isdigit() else 0
+        start = int(after) if after is not None and len(after) <= 18 and after.isascii() and after.isdigit() else 0
         with self._lock:
             entry = self._sessions.get(session_id)
             if entry is None or entry.expires <= self._clock():

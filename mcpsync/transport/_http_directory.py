@@ -290,23 +290,27 @@ class SharedDirectory:
             if not self._outage:
                 log.warning("the session store is unreachable: a change was not delivered to handshake-era sessions (%s)", exc)
             self._outage = True
+            return  # reading each stream's log would wait on it again, once per stream
         self._feed_streams()
 
     def open_stream(self, owner: HttpSession, last_event_id: str | None) -> str:
         """A GET stream opens here: it starts after `Last-Event-ID`, or where the session's last
-        stream ended; the priming event's id is that position."""
+        stream ended, on whichever replica (read from the store now: StoreUnavailable when it
+        cannot be); the priming event's id is that position."""
+        if last_event_id is None:
+            record = self._store.load_session(owner.id, ttl=self._ttl)
+            last_event_id = record.cursor if record is not None else None
         with owner.feed_lock:
             owner.events.clear()
-            if last_event_id is not None:
-                owner.cursor = last_event_id
-            start = owner.cursor or "0"
+            owner.cursor = owner.sent = last_event_id
         self._feed(owner)
-        return start
+        return last_event_id or "0"
 
     def stream_closed(self, owner: HttpSession) -> None:
-        """Remember where the stream ended, for the next one opened without `Last-Event-ID`."""
+        """Remember where the stream ended (the last event it wrote; what it had queued is sent
+        by the next one), for the next one opened without `Last-Event-ID`."""
         try:
-            self._store.update_session(owner.id, cursor=owner.cursor)
+            self._store.update_session(owner.id, cursor=owner.sent)
         except StoreUnavailable:
             log.debug("session %s: could not record where its stream ended", owner.id[:8])
 

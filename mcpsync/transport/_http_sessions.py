@@ -71,6 +71,15 @@ log = logging.getLogger("mcpsync")
 EVICTION_GRACE = 10.0  # seconds an idle, once-used session is safe from eviction (see the module docstring)
 
 
+MAX_EVENT_DIGITS = 18
+"""An event number longer than this is no id of ours (and would cost `int()` dearly, or fail)."""
+
+
+def is_event_number(text: str) -> bool:
+    """Whether `text` is an event id of a session's ring: a decimal number, ASCII digits only."""
+    return 0 < len(text) <= MAX_EVENT_DIGITS and text.isascii() and text.isdigit()
+
+
 SessionFactory = Callable[[str], Session]
 """Makes the engine's `Session` of a new session id (the shared directory's writes through)."""
 
@@ -100,6 +109,7 @@ class HttpSession:
         # newest events for a resume when there is no shared store.
         self.feed_lock = threading.Lock()
         self.cursor: str | None = None
+        self.sent: str | None = None  # the id of the last event its GET stream wrote
         self.checked_until = 0.0  # a shared session's copy is trusted until then (`_http_directory`)
         self._recent: collections.deque[Event] = collections.deque(maxlen=capacity)
         self._count = 0
@@ -120,7 +130,7 @@ class HttpSession:
         queued again in order (the stream that carried it may have lost it); without one, what is
         queued is sent. The priming event's id: the position the stream starts from."""
         with self.feed_lock:
-            if last_event_id is not None and last_event_id.isascii() and last_event_id.isdigit():
+            if last_event_id is not None and is_event_number(last_event_id):
                 seen = int(last_event_id)
                 self.events.clear()
                 for event in self._recent:

@@ -333,7 +333,9 @@ class SseBody:
     when the server closes the body; `completed` is False when the stream was cut short (a
     client that went away). `prime`, when given, is sent first instead of the opening comment (a
     resumable stream's priming event, `sse_priming`, and what it replays); `number(frame)`, when
-    given, makes each frame an event with its id (a resumable POST stream's `StreamLog.event`)."""
+    given, makes each frame an event with its id (a resumable POST stream's `StreamLog.event`);
+    `on_event(id)` is told the id of each `Event` as it is handed to the server to write (where a
+    session's GET stream got to)."""
 
     def __init__(
         self,
@@ -343,6 +345,7 @@ class SseBody:
         first: bytes | None = None,
         prime: bytes | None = None,
         number: Callable[[bytes], bytes] | None = None,
+        on_event: Callable[[str], None] | None = None,
         deadline: float | None = None,
         on_deadline: Callable[[], None] | None = None,
         on_close: Callable[[bool], None] | None = None,
@@ -350,6 +353,7 @@ class SseBody:
         self._channel = channel
         self._keepalive = keepalive
         self._event = sse_event if number is None else number
+        self._on_event = on_event
         if first is None:
             self._pending: bytes | None = OPENED if prime is None else prime
         else:  # the first frame opens the stream (after the priming event, if any)
@@ -411,6 +415,8 @@ class SseBody:
                     continue
                 return KEEPALIVE if now >= self._quiet_until else None
             elif isinstance(item, Event):
+                if self._on_event is not None:
+                    self._on_event(item.id)
                 return sse_event(item.frame, item.id)
             else:
                 return self._event(item)

@@ -414,6 +414,7 @@ class WsgiTransport:
             owner.events,
             keepalive=self._keepalive,
             prime=sse_priming(start, RETRY_MS),
+            on_event=lambda event_id: setattr(owner, "sent", event_id),
             deadline=_token_end(principal),
             on_close=lambda _completed: self._release_get(owner),
         )
