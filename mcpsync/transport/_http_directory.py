@@ -52,7 +52,7 @@ from ..bus import Bus
 from ..bus.store import SessionRecord, Store, StoreUnavailable
 from ..engine.session import Session
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import Response
+from ..protocol.jsonrpc import ErrorCode, McpError, Response
 from ..protocol.versions import Era
 from ._http_sessions import HttpSession, SessionTable
 from ._http_stream import Event, Final
@@ -119,14 +119,30 @@ class LocalDirectory:
         self.table.drain()
 
 
+class SessionStoreDown(McpError):
+    """A request changed its session (log level, subscriptions) and the store could not record
+    it: nothing changed, and the HTTP transport answers 503 with `Retry-After` (-32603 in the
+    body: the request was fine, the same one works once the store answers)."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.INTERNAL_ERROR, "the session store cannot be reached; nothing was changed, retry later")
+
+
 class SharedSession(Session):
     """The engine's `Session` of a shared session: what a request changes (log level, resource
     subscriptions) is written to the store, so the next request on any replica sees it. A write
-    that fails raises `StoreUnavailable` into the request, which is answered as an error."""
+    that fails is undone here and raises `SessionStoreDown` into the request."""
 
     def __init__(self, write: Callable[..., None]) -> None:
         super().__init__()
         self._write = write  # to the store, and tells the other replicas
+
+    def _recorded(self, undo: Callable[[], None], **changes: Any) -> None:
+        try:
+            self._write(**changes)
+        except StoreUnavailable:
+            undo()
+            raise SessionStoreDown() from None
 
     def restore(self, record: SessionRecord) -> None:
         """Become what the record says, without writing anything back."""
@@ -149,16 +165,25 @@ class SharedSession(Session):
             super().subscribe_resource(uri)
 
     def subscribe_resource(self, uri: str) -> None:
+        if uri in self.resource_subscriptions():
+            return
         super().subscribe_resource(uri)
-        self._write(subscriptions=self.resource_subscriptions())
+        self._recorded(lambda: super(SharedSession, self).unsubscribe_resource(uri), subscriptions=self.resource_subscriptions())
 
     def unsubscribe_resource(self, uri: str) -> None:
+        if uri not in self.resource_subscriptions():
+            return
         super().unsubscribe_resource(uri)
-        self._write(subscriptions=self.resource_subscriptions())
+        self._recorded(lambda: super(SharedSession, self).subscribe_resource(uri), subscriptions=self.resource_subscriptions())
 
     def set_log_level(self, level: str) -> None:
+        before = self._log_threshold
         super().set_log_level(level)
-        self._write(log_level=level)
+
+        def undo() -> None:
+            self._log_threshold = before
+
+        self._recorded(undo, log_level=level)
 
 
 class SharedDirectory:

@@ -72,7 +72,7 @@ from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Reque
 from ..protocol.sse import sse_priming
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
 from ._http_cors import Cors
-from ._http_directory import LocalDirectory, SharedDirectory
+from ._http_directory import LocalDirectory, SessionStoreDown, SharedDirectory
 from ._http_headers import ToolHeaderPlans, check_routing_headers
 from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
 from ._http_resume import MARK as POST_STREAM_MARK
@@ -530,7 +530,7 @@ class WsgiTransport:
         frame, error = answer_frame(exchange.request, outcome)
         if error is None and isinstance(outcome, Success):
             exchange.answer(Final(frame, 200, outcome.claims))
-        elif isinstance(error, RequestStateUnchecked):  # the store is down: the same retry works later
+        elif isinstance(error, (RequestStateUnchecked, SessionStoreDown)):  # the store is away: the same request works later
             exchange.answer(Final(frame, 503, headers=(("Retry-After", str(RETRY_AFTER)),)))
         elif isinstance(error, InsufficientScope) and self._auth is not None:  # the client may step up
             refusal = self._auth.insufficient(caller.environ, self.path, error.scopes, error.description)
