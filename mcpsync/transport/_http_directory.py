@@ -39,6 +39,7 @@ local listener that every list changed.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -220,6 +221,10 @@ class SharedDirectory:
         self._outage = False  # a failed append was logged; quiet until one succeeds
         self._recheck = min(RECHECK, ttl / 10)
         self._clock = time.monotonic
+        # What the bus said of sessions lately (id -> (when, ended)), so a load that raced the
+        # message is not trusted: kept for twice the recheck, oldest first.
+        self._notices: collections.OrderedDict[str, tuple[float, bool]] = collections.OrderedDict()
+        self._notices_lock = threading.Lock()
         self._stop = threading.Event()
         self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
         bus.subscribe(ENDED_CHANNEL, self._remote_ended)
@@ -266,6 +271,9 @@ class SharedDirectory:
             if owner is not None and owner.checked_until > now:
                 return owner
         record = self._store.load_session(session_id, ttl=self._ttl)
+        raced = self._notice_since(session_id, now)  # the bus spoke of it while the record was read
+        if raced is not None and raced:  # ended: the record is already gone
+            record = None
         if record is None:
             self.table.remove(session_id)
             return None
@@ -278,7 +286,7 @@ class SharedDirectory:
             session.restore(record)
         else:
             session.sync(record)
-        owner.checked_until = now + self._recheck
+        owner.checked_until = 0.0 if raced is not None else now + self._recheck  # changed meanwhile: load again next time
         return owner
 
     def delete(self, owner: HttpSession) -> None:
@@ -386,12 +394,35 @@ class SharedDirectory:
 
     # -- what the bus brings (on its thread: quick, never raising) -------------------------------
     def _remote_ended(self, channel: str, payload: bytes) -> None:
-        self.table.remove(payload.decode("ascii", "replace"))
+        session_id = payload.decode("ascii", "replace")
+        self._notice(session_id, ended=True)
+        self.table.remove(session_id)
 
     def _remote_changed(self, channel: str, payload: bytes) -> None:
-        owner = self.table.peek(payload.decode("ascii", "replace"))
+        session_id = payload.decode("ascii", "replace")
+        self._notice(session_id, ended=False)
+        owner = self.table.peek(session_id)
         if owner is not None:
             owner.checked_until = 0.0  # its next request loads the record
+
+    def _notice(self, session_id: str, *, ended: bool) -> None:
+        now = self._clock()
+        with self._notices_lock:
+            self._notices.pop(session_id, None)
+            self._notices[session_id] = (now, ended)
+            while self._notices:
+                oldest = next(iter(self._notices.values()))[0]
+                if now - oldest <= 2 * self._recheck:
+                    break
+                self._notices.popitem(last=False)
+
+    def _notice_since(self, session_id: str, since: float) -> bool | None:
+        """What the bus said of the session at or after `since`: True ended, False changed, None nothing."""
+        with self._notices_lock:
+            notice = self._notices.get(session_id)
+        if notice is None or notice[0] < since:
+            return None
+        return notice[1]
 
     def _uncheck_all(self) -> None:
         """The bus is back: what it carried meanwhile is lost, so no copy is trusted."""
