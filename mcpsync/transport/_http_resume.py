@@ -11,6 +11,14 @@ waiting in its channel. A GET of the same session naming one of its ids takes it
 lost stream sent after that id is sent again, then the channel goes on. A request nobody takes
 back within the grace is cancelled, as a lost stream's request always was.
 
+A client usually learns of a lost stream before the server does (a half-open connection; under a
+threaded WSGI server, not until the next write, up to the keep-alive interval), so a resume may
+name a stream that is still *attached* to its old response. The streams being sent are therefore
+registered too (`attach`, `finished`), and a resume of an attached one asks the old response to
+end at once (the `RELEASE` mark, as `ctx.close_stream()` puts it), waits up to `TAKEOVER_WAIT`
+for the detach that follows, and takes it. An answer the old response had already taken to write
+is in the replay (`StreamLog` keeps it).
+
 A detached request is held by the process that runs it: a resume that reaches another replica
 finds nothing here and gets the session's own GET stream (its events resume anywhere; a POST
 stream's, only where its tool runs).
@@ -30,7 +38,7 @@ import time
 from dataclasses import dataclass
 
 from ..protocol.sse import sse_event
-from ._http_stream import Exchange, Final
+from ._http_stream import RELEASE, Exchange, Final
 
 log = logging.getLogger("mcpsync")
 
@@ -41,6 +49,8 @@ DEFAULT_GRACE = 30.0
 KEPT = 64
 """Events of a POST stream kept for a replay."""
 THREAD_NAME = "mcpsync-http-resume"
+TAKEOVER_WAIT = 5.0
+"""Seconds a resume waits for the old response of an attached stream to end."""
 
 
 class StreamLog:
@@ -81,7 +91,7 @@ class _Detached:
     exchange: Exchange
     log: StreamLog
     session_id: str
-    until: float
+    until: float | None  # when it is cancelled; None while its stream is attached to a response
 
 
 class DetachedStreams:
@@ -90,9 +100,23 @@ class DetachedStreams:
     def __init__(self, grace: float = DEFAULT_GRACE) -> None:
         self._grace = grace
         self._cond = threading.Condition()
-        self._waiting: dict[str, _Detached] = {}  # by the stream's id prefix
+        self._waiting: dict[str, _Detached] = {}  # by the stream's id prefix: attached and detached
         self._thread: threading.Thread | None = None
         self._closed = False
+
+    def attach(self, exchange: Exchange, stream: StreamLog, session_id: str) -> None:
+        """A resumable stream is being sent: a resume may take it over (see the module docstring)."""
+        with self._cond:
+            if not self._closed:
+                self._waiting[stream.prefix] = _Detached(exchange, stream, session_id, None)
+
+    def finished(self, stream: StreamLog) -> None:
+        """The stream reached its end (or cannot resume): nothing to take over any more."""
+        with self._cond:
+            held = self._waiting.get(stream.prefix)
+            if held is not None and held.until is None:
+                del self._waiting[stream.prefix]
+                self._cond.notify_all()  # a takeover waiting for it gives up
 
     def detach(self, exchange: Exchange, stream: StreamLog, session_id: str) -> bool:
         """Keep a request whose stream was lost; False (nothing kept) once closed."""
@@ -106,18 +130,30 @@ class DetachedStreams:
             self._cond.notify_all()
         return True
 
-    def take(self, session_id: str, last_event_id: str) -> tuple[Exchange, StreamLog, int] | None:
-        """The detached request of this session whose stream sent `last_event_id`, handed back
-        (with the event's number), or None."""
-        prefix, dot, _ = last_event_id.rpartition(".")
+    def take(self, session_id: str, last_event_id: str, wait: float = TAKEOVER_WAIT) -> tuple[Exchange, StreamLog, int] | None:
+        """The request of this session whose stream sent `last_event_id`, handed back (with the
+        event's number), or None. A stream still attached is asked to end, and waited for up to
+        `wait` seconds (None if its response does not end by then)."""
+        key = last_event_id.rpartition(".")[0] + "."
+        deadline = time.monotonic() + wait
         with self._cond:
-            held = self._waiting.get(prefix + dot)
+            held = self._waiting.get(key)
             if held is None or held.session_id != session_id:
                 return None
             number = held.log.number_of(last_event_id)
             if number is None:
                 return None
-            del self._waiting[prefix + dot]
+            if held.until is None:  # attached: the old response ends, detaching it
+                held.exchange.channel.put(RELEASE, force=True)
+                while held.until is None and self._waiting.get(key) is held:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    self._cond.wait(remaining)
+                held = self._waiting.get(key)
+                if held is None or held.until is None:
+                    return None  # it ended on its own meanwhile (answered), or never let go
+            del self._waiting[key]
         return held.exchange, held.log, number
 
     def _reap(self) -> None:
@@ -126,20 +162,21 @@ class DetachedStreams:
                 now = time.monotonic()
                 if self._closed:
                     return
-                over = [key for key, held in self._waiting.items() if held.until <= now]
+                over = [key for key, held in self._waiting.items() if held.until is not None and held.until <= now]
                 ending = [self._waiting.pop(key) for key in over]
                 if not ending:
-                    soonest = min((held.until for held in self._waiting.values()), default=now + 3600.0)
+                    soonest = min((held.until for held in self._waiting.values() if held.until is not None), default=now + 3600.0)
                     self._cond.wait(max(0.0, soonest - now))
                     continue
             for held in ending:
                 _cancel(held, "the client did not come back for the request's stream")
 
     def close(self, timeout: float = 5.0) -> None:
-        """Cancel every detached request and stop the thread, joined within `timeout`."""
+        """Cancel every detached request and stop the thread, joined within `timeout` (those still
+        attached are running requests, which the transport's shutdown drains)."""
         with self._cond:
             self._closed = True
-            ending = list(self._waiting.values())
+            ending = [held for held in self._waiting.values() if held.until is not None]
             self._waiting.clear()
             self._cond.notify_all()
             thread = self._thread

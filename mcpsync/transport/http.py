@@ -601,6 +601,7 @@ class WsgiTransport:
             )
         exchange.deadline = deadline
         stream = StreamLog()
+        self._detached.attach(exchange, stream, exchange.session_id)
         return SseBody(
             exchange.channel,
             keepalive=self._keepalive,
@@ -618,6 +619,7 @@ class WsgiTransport:
         if taken is None:
             return None
         exchange, stream, number = taken
+        self._detached.attach(exchange, stream, owner.id)  # lost again, it may be taken over again
         start_response(status_line(200), list(SSE_HEADERS))
         return SseBody(
             exchange.channel,
@@ -644,6 +646,8 @@ class WsgiTransport:
         owner_id = exchange.session_id
         if not completed and stream is not None and owner_id is not None and not self._closing and self._detached.detach(exchange, stream, owner_id):
             return
+        if stream is not None:
+            self._detached.finished(stream)
         exchange.channel.close()
         if not completed:
             exchange.cancel("the client closed the stream")

@@ -3,12 +3,14 @@ and replay, and the grace after which a request nobody came back for is cancelle
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from mcpsync import Context, Server, Service
 from mcpsync.protocol.jsonrpc import Request
 from mcpsync.transport._http_resume import DetachedStreams, StreamLog
-from mcpsync.transport._http_stream import Exchange
+from mcpsync.transport._http_stream import RELEASE, Exchange
 
 from .._timeouts import LONG
 from .pipes import PipeClient
@@ -75,3 +77,33 @@ def test_closing_the_stream_on_stdio_does_nothing() -> None:
         response, _ = client.request("tools/call", {"name": "long_job", "arguments": {}}, id=2)
         assert response["result"]["content"][0]["text"] == "released: False"
     server.close(LONG)
+
+
+def test_a_resume_of_a_stream_still_attached_asks_its_response_to_end_and_takes_it() -> None:
+    streams = DetachedStreams(grace=LONG)
+    held, stream = exchange(), StreamLog()
+    stream.event(b"{}")
+    streams.attach(held, stream, "s")
+
+    def old_response() -> None:  # the old body reads RELEASE, ends, and its close detaches it
+        assert held.channel.get(LONG) is RELEASE
+        streams.detach(held, stream, "s")
+
+    ending = threading.Thread(target=old_response)
+    ending.start()
+    assert streams.take("s", stream.prefix + "1") == (held, stream, 1)
+    ending.join(LONG)
+    streams.close()
+
+
+def test_a_resume_of_a_stream_that_ends_on_its_own_meanwhile_gets_nothing() -> None:
+    streams = DetachedStreams(grace=LONG)
+    held, stream = exchange(), StreamLog()
+    stream.event(b"{}")
+    streams.attach(held, stream, "s")
+    ending = threading.Thread(target=lambda: (held.channel.get(LONG), streams.finished(stream)))
+    ending.start()
+    assert streams.take("s", stream.prefix + "1") is None  # it reached its end: nothing to take over
+    ending.join(LONG)
+    assert streams.take("s", stream.prefix + "1", wait=0.0) is None
+    streams.close()

@@ -218,12 +218,6 @@ def test_what_a_stream_had_queued_but_not_sent_goes_to_the_next_stream() -> None
         b.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DetachedStreams.take only finds a request already detached: a GET with Last-Event-ID that arrives before "
-    "the server noticed the old POST stream is gone (a half-open connection; under gunicorn, until the next write, "
-    "up to the keep-alive) gets the session's own stream, and the answer then goes to the dead connection",
-)
 def test_a_resume_that_comes_before_the_lost_stream_is_noticed_takes_it_over() -> None:
     gate = threading.Event()
     server = Server("alone", services=[gated_service(gate)])
@@ -237,7 +231,7 @@ def test_a_resume_that_comes_before_the_lost_stream_is_noticed_takes_it_over() -
         # The client's connection is dead to the client (it never sees another byte) but not yet to
         # the server: the client comes back after `retry`, naming the last event it saw.
         resumed = SseStream(replica.get(session, last_event_id=seen))
-        assert resumed.next() == (seen, None)  # primed at "0": the session's GET stream instead
+        assert resumed.next() == (seen, None)  # primed where it resumes: the old response was asked to end
         gate.set()
         _, answer = resumed.message()
         assert answer["id"] == 9 and text(answer) == "finished"
