@@ -87,6 +87,13 @@ class MemoryStore:
             if entry is not None and entry.expires > self._clock():
                 entry.record = replace(entry.record, **changes)
 
+    def change_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
+        with self._lock:
+            entry = self._sessions.get(session_id)
+            if entry is not None and entry.expires > self._clock():
+                held = entry.record.subscriptions
+                entry.record = replace(entry.record, subscriptions=held | {uri} if subscribed else held - {uri})
+
     def delete_session(self, session_id: str) -> bool:
         with self._lock:
             self._expire_locked(self._clock())

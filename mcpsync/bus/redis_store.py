@@ -133,6 +133,33 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 
+_CHANGE_SUBSCRIPTION = """
+-- KEYS: hash. ARGV: uri, '1' to subscribe or '0' to unsubscribe. One step, so two replicas
+-- changing one session's subscriptions at once both keep theirs; only a live hash, as _UPDATE.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local raw = redis.call('HGET', KEYS[1], 'subscriptions')
+local held = {}
+if raw then
+  for _, uri in ipairs(cjson.decode(raw)) do
+    if uri ~= ARGV[1] then
+      held[#held + 1] = uri
+    end
+  end
+end
+if ARGV[2] == '1' then
+  held[#held + 1] = ARGV[1]
+end
+table.sort(held)
+local encoded = '[]'
+if #held > 0 then
+  encoded = cjson.encode(held)
+end
+redis.call('HSET', KEYS[1], 'subscriptions', encoded)
+return 1
+"""
+
 _SUBSCRIPTIONS = _NOW + """
 -- KEYS: fresh, used. ARGV: namespace. Returns id, subscriptions JSON, id, ...
 local out = {}
@@ -224,6 +251,7 @@ class RedisStore:
         self._create: Script = self._client.register_script(_CREATE)
         self._load: Script = self._client.register_script(_LOAD)
         self._update: Script = self._client.register_script(_UPDATE)
+        self._change_subscription: Script = self._client.register_script(_CHANGE_SUBSCRIPTION)
         self._subscriptions: Script = self._client.register_script(_SUBSCRIPTIONS)
         self._append: Script = self._client.register_script(_APPEND)
 
@@ -297,6 +325,12 @@ class RedisStore:
         pairs = [item for name, value in changes.items() for item in (name, _encode(name, value))]
         with self._reaching():
             self._update(keys=[self._session(session_id)], args=pairs)
+
+    def change_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
+        """See `Store.change_subscription`. A script: read the set, change it, write it back, in
+        one step."""
+        with self._reaching():
+            self._change_subscription(keys=[self._session(session_id)], args=[uri, "1" if subscribed else "0"])
 
     def delete_session(self, session_id: str) -> bool:
         """See `Store.delete_session`. One MULTI: the hash, the stream and the id in both sets."""

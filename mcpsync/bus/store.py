@@ -107,6 +107,11 @@ class Store(Protocol):
         field wins; two replicas changing different fields at once both keep theirs)."""
         ...
 
+    def change_subscription(self, session_id: str, uri: str, subscribed: bool) -> None:
+        """Add `uri` to a live session's subscriptions (or remove it), atomically: two replicas
+        subscribing one session to two URIs at once keep both. Nothing when the session is gone."""
+        ...
+
     def delete_session(self, session_id: str) -> bool:
         """End a session everywhere, with its event log; True if it existed."""
         ...

@@ -134,13 +134,14 @@ class SharedSession(Session):
     subscriptions) is written to the store, so the next request on any replica sees it. A write
     that fails is undone here and raises `SessionStoreDown` into the request."""
 
-    def __init__(self, write: Callable[..., None]) -> None:
+    def __init__(self, write: Callable[..., None], subscribe: Callable[[str, bool], None]) -> None:
         super().__init__()
-        self._write = write  # to the store, and tells the other replicas
+        self._write = write  # fields to the store, and tells the other replicas
+        self._subscribe = subscribe  # one subscription, atomically, and tells them
 
-    def _recorded(self, undo: Callable[[], None], **changes: Any) -> None:
+    def _recorded(self, undo: Callable[[], None], write: Callable[[], None]) -> None:
         try:
-            self._write(**changes)
+            write()
         except StoreUnavailable:
             undo()
             raise SessionStoreDown() from None
@@ -169,13 +170,13 @@ class SharedSession(Session):
         if uri in self.resource_subscriptions():
             return
         super().subscribe_resource(uri)
-        self._recorded(lambda: super(SharedSession, self).unsubscribe_resource(uri), subscriptions=self.resource_subscriptions())
+        self._recorded(lambda: super(SharedSession, self).unsubscribe_resource(uri), lambda: self._subscribe(uri, True))
 
     def unsubscribe_resource(self, uri: str) -> None:
         if uri not in self.resource_subscriptions():
             return
         super().unsubscribe_resource(uri)
-        self._recorded(lambda: super(SharedSession, self).subscribe_resource(uri), subscriptions=self.resource_subscriptions())
+        self._recorded(lambda: super(SharedSession, self).subscribe_resource(uri), lambda: self._subscribe(uri, False))
 
     def set_log_level(self, level: str) -> None:
         before = self._log_threshold
@@ -184,7 +185,7 @@ class SharedSession(Session):
         def undo() -> None:
             self._log_threshold = before
 
-        self._recorded(undo, log_level=level)
+        self._recorded(undo, lambda: self._write(log_level=level))
 
 
 class SharedDirectory:
@@ -240,7 +241,11 @@ class SharedDirectory:
             self._store.update_session(session_id, **changes)
             self._bus.publish(CHANGED_CHANNEL, session_id.encode("ascii"))
 
-        return SharedSession(write)
+        def subscribe(uri: str, subscribed: bool) -> None:
+            self._store.change_subscription(session_id, uri, subscribed)
+            self._bus.publish(CHANGED_CHANNEL, session_id.encode("ascii"))
+
+        return SharedSession(write, subscribe)
 
     # -- what the transport asks -------------------------------------------------------------------
     def reserve(self) -> HttpSession | None:

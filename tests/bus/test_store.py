@@ -768,3 +768,31 @@ def test_a_redis_that_never_answers_raises_store_unavailable_after_the_socket_ti
                 assert name
         finally:
             store.close()
+
+
+def test_a_subscription_changes_alone_and_only_while_the_session_lives(backend: Backend) -> None:
+    backend.store.create_session("s", RECORD, ttl=TTL, cap=CAP)
+    backend.store.change_subscription("s", "notes://b", True)
+    backend.store.change_subscription("s", "notes://a", True)
+    backend.store.change_subscription("s", "notes://a", True)  # twice: once
+    backend.store.update_session("s", log_level="error")  # another field, untouched by them
+    backend.store.change_subscription("s", "notes://b", False)
+    backend.store.change_subscription("s", "notes://never", False)
+    loaded = backend.store.load_session("s", ttl=TTL)
+    assert loaded is not None and loaded.subscriptions == frozenset({"notes://a"}) and loaded.log_level == "error"
+    backend.store.change_subscription("s", "notes://a", False)
+    assert backend.store.session_subscriptions()["s"] == frozenset()
+    backend.store.delete_session("s")
+    backend.store.change_subscription("s", "notes://c", True)  # a session that is gone is not made again
+    assert backend.store.load_session("s", ttl=TTL) is None
+
+
+def test_two_replicas_subscribing_one_session_at_once_keep_both(backend: Backend) -> None:
+    backend.store.create_session("s", RECORD, ttl=TTL, cap=CAP)
+    uris = [f"notes://{n}" for n in range(16)]
+    threads = [threading.Thread(target=backend.store.change_subscription, args=("s", uri, True)) for uri in uris]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(LONG)
+    assert backend.store.session_subscriptions()["s"] == frozenset(uris)
