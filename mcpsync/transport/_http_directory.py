@@ -32,9 +32,12 @@ of sessions the store no longer has (a DELETE whose message was lost in an outag
 logs of its streams again (one that was full when a change came). `close()` stops and joins it.
 
 Failures: a store that cannot be reached raises `StoreUnavailable` from `create`, `find` and
-`delete`, which the transport answers 503 with `Retry-After`; a change that cannot be appended is
-logged (once per outage) and left to the level trigger of the bus's reconnect, which tells every
-local listener that every list changed.
+`delete`, which the transport answers 503 with `Retry-After`, and a write through a session's
+`SharedSession` is undone and answered the same way (`SessionStoreDown`). A change that cannot be
+appended is logged (once per outage) and lost for the sessions' GET streams: when the outage was
+Redis's, the bus's reconnect tells every local listener that every list changed (its level
+trigger); a store that failed while the bus stayed up triggers nothing, and the change is missed
+(the 2026-07-28 listens, fed by the bus, still get it).
 """
 
 from __future__ import annotations
