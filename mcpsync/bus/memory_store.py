@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from ..protocol.sse import event_number
 from .store import SessionRecord
 
 __all__ = ["MemoryStore"]
@@ -121,7 +122,7 @@ class MemoryStore:
         return ids
 
     def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:
-        start = int(after) if after is not None and len(after) <= 18 and after.isascii() and after.isdigit() else 0
+        start = (event_number(after) if after is not None else None) or 0
         with self._lock:
             entry = self._sessions.get(session_id)
             if entry is None or entry.expires <= self._clock():

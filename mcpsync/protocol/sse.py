@@ -29,6 +29,19 @@ def sse_priming(event_id: str, retry_ms: int) -> bytes:
     return b"id: " + event_id.encode("ascii") + b"\nretry: " + str(retry_ms).encode() + b"\ndata: \n\n"
 
 
+MAX_EVENT_DIGITS = 18
+"""The longest event number mcpsync reads back from a `Last-Event-ID` (more is no id of its own,
+and `int()` of thousands of digits is slow, or refused)."""
+
+
+def event_number(text: str) -> int | None:
+    """The number an event id of mcpsync's (or the part of one after its stream's prefix) stands
+    for: ASCII decimal digits only, at most `MAX_EVENT_DIGITS`; None for anything else."""
+    if 0 < len(text) <= MAX_EVENT_DIGITS and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
 class TooLarge(McpsyncError, ValueError):
     """A body, an SSE line or an SSE event over its bound (a client's request fails with it)."""
 

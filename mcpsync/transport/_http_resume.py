@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..protocol.sse import sse_event
+from ..protocol.sse import event_number, sse_event
 from ._http_stream import RELEASE, Exchange, Final
 
 log = logging.getLogger("mcpsync")
@@ -77,8 +77,7 @@ class StreamLog:
 
     def number_of(self, event_id: str) -> int | None:
         """The N of one of this stream's ids, else None."""
-        rest = event_id[len(self.prefix) :] if event_id.startswith(self.prefix) else ""
-        return int(rest) if rest.isascii() and rest.isdigit() else None
+        return event_number(event_id[len(self.prefix) :]) if event_id.startswith(self.prefix) else None
 
     def after(self, number: int) -> bytes:
         """The events sent after event N, as one chunk (those no longer kept are gone)."""

@@ -63,21 +63,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engine.session import Session
+from ..protocol.sse import event_number
 from ._asks import PendingAsks
 from ._http_stream import Channel, Event, Exchange
 
 log = logging.getLogger("mcpsync")
 
 EVICTION_GRACE = 10.0  # seconds an idle, once-used session is safe from eviction (see the module docstring)
-
-
-MAX_EVENT_DIGITS = 18
-"""An event number longer than this is no id of ours (and would cost `int()` dearly, or fail)."""
-
-
-def is_event_number(text: str) -> bool:
-    """Whether `text` is an event id of a session's ring: a decimal number, ASCII digits only."""
-    return 0 < len(text) <= MAX_EVENT_DIGITS and text.isascii() and text.isdigit()
 
 
 SessionFactory = Callable[[str], Session]
@@ -130,8 +122,8 @@ class HttpSession:
         queued again in order (the stream that carried it may have lost it); without one, what is
         queued is sent. The priming event's id: the position the stream starts from."""
         with self.feed_lock:
-            if last_event_id is not None and is_event_number(last_event_id):
-                seen = int(last_event_id)
+            seen = None if last_event_id is None else event_number(last_event_id)
+            if seen is not None:
                 self.events.clear()
                 for event in self._recent:
                     if int(event.id) > seen:

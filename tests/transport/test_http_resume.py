@@ -31,6 +31,7 @@ def test_a_stream_numbers_its_events_and_replays_those_after_an_id() -> None:
     assert first.startswith(b"id: " + stream.prefix.encode() + b"1\n")
     assert stream.number_of(stream.prefix + "2") == 2
     assert stream.number_of("p-other.2") is None and stream.number_of(stream.prefix + "\u0662") is None
+    assert stream.number_of(stream.prefix + "1" * 5000) is None  # no id of ours, never int() of it
     assert stream.after(1) == stream.after(0)  # the first is no longer kept: two are
     assert stream.after(2).count(b"data: ") == 1 and b'{"a":3}' in stream.after(2)
 
