@@ -323,8 +323,8 @@ class SharedDirectory:
                 audience = [owner.id for owner in self.table.snapshot() if owner.streaming]
             else:
                 audience = []
-            for frame in frames:
-                if audience:
+            if audience:
+                for frame in frames:
                     self._store.append_events(dict.fromkeys(audience, frame))
             self._outage = False
         except StoreUnavailable as exc:

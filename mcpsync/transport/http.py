@@ -601,17 +601,7 @@ class WsgiTransport:
             )
         exchange.deadline = deadline
         stream = StreamLog()
-        self._detached.attach(exchange, stream, exchange.session_id)
-        return SseBody(
-            exchange.channel,
-            keepalive=self._keepalive,
-            first=first,
-            prime=sse_priming(stream.position, RETRY_MS),
-            number=stream.event,
-            deadline=deadline,
-            on_deadline=on_deadline,
-            on_close=lambda completed: self._stream_closed(exchange, completed, stream),
-        )
+        return self._resumable(exchange, stream, sse_priming(stream.position, RETRY_MS), first, on_deadline)
 
     def _resume(self, start_response: Callable[..., Any], owner: HttpSession, last_event_id: str) -> SseBody | None:
         """A GET naming an event of a POST stream this process holds detached: the rest of it."""
@@ -619,15 +609,24 @@ class WsgiTransport:
         if taken is None:
             return None
         exchange, stream, number = taken
-        self._detached.attach(exchange, stream, owner.id)  # lost again, it may be taken over again
         start_response(status_line(200), list(SSE_HEADERS))
+        prime = sse_priming(last_event_id, RETRY_MS) + stream.after(number)
+        return self._resumable(exchange, stream, prime, None, lambda: self._expire(exchange))
+
+    def _resumable(self, exchange: Exchange, stream: StreamLog, prime: bytes, first: bytes | None, on_deadline: Callable[[], None]) -> SseBody:
+        """The body of a handshake-era session's POST stream, first sent or resumed: its events
+        numbered by `stream`, and registered, so that a resume may take it over (lost again, it
+        may be taken over again)."""
+        assert exchange.session_id is not None
+        self._detached.attach(exchange, stream, exchange.session_id)
         return SseBody(
             exchange.channel,
             keepalive=self._keepalive,
-            prime=sse_priming(last_event_id, RETRY_MS) + stream.after(number),
+            first=first,
+            prime=prime,
             number=stream.event,
             deadline=exchange.deadline,
-            on_deadline=lambda: self._expire(exchange),
+            on_deadline=on_deadline,
             on_close=lambda completed: self._stream_closed(exchange, completed, stream),
         )
 
