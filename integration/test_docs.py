@@ -151,6 +151,27 @@ def test_no_page_shows_code_that_is_not_a_tested_file() -> None:
     assert not problems, "\n".join(problems)
 
 
+FILES_OF_OTHERS = {
+    "NAME.py", "docs/examples/NAME.py",  # docs/dev/docs.rst: a placeholder for an example's name
+    "transport_security.py", "mcpserver/resolve.py",  # the official SDKs' sources, cited by name
+    "claude_desktop_config.json",  # a user's own client configuration
+}
+"""Files a page may name that are not the repository's: everything else it names, a reader of the
+repository must be able to open."""
+
+
+def test_every_file_a_page_names_is_in_the_repository() -> None:
+    """A page that cites a file the repository does not carry (a private wire digest, a folder made
+    only on the developers' machines) points its reader at nothing."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    known = set(tracked) | {Path(name).name for name in tracked} | FILES_OF_OTHERS
+    cited = re.compile(r"``([\w./-]+\.(?:md|rst|py|toml|json|txt|cfg|conf|sh))``")
+    problems = [f"{page.relative_to(REPO_ROOT)}: {name}"
+                for page in [*_pages(), README] for name in cited.findall(page.read_text())
+                if name not in known and Path(name).name not in known]
+    assert not problems, "pages name files the repository does not have:\n" + "\n".join(problems)
+
+
 def test_the_readme_shows_only_tested_examples() -> None:
     """GitHub renders README.rst without Sphinx, so it cannot literalinclude: each of its code blocks,
     but the shell one-liners, must be a copy of a file in docs/examples, which the tests run."""
