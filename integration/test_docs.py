@@ -151,6 +151,16 @@ def test_no_page_shows_code_that_is_not_a_tested_file() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_the_readme_and_the_quick_start_say_the_same_set_up() -> None:
+    """The README is the door and the quick start its page in the docs: what the test command needs
+    from the machine, and does about it, is said once in words both carry."""
+    def set_up(text: str) -> str:
+        start = text.index("``scripts/test`` creates ``.venv``")
+        return " ".join(text[start:text.index("A run that collects no tests fails.", start)].split())
+
+    assert set_up(README.read_text()) == set_up((DOCS / "quickstart.rst").read_text())
+
+
 FILES_OF_OTHERS = {
     "NAME.py", "docs/examples/NAME.py",  # docs/dev/docs.rst: a placeholder for an example's name
     "transport_security.py", "mcpserver/resolve.py",  # the official SDKs' sources, cited by name
