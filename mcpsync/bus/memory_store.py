@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..protocol.sse import event_number
-from .store import SessionRecord
+from .store import Creation, SessionRecord
 
 __all__ = ["MemoryStore"]
 
@@ -36,6 +36,11 @@ class _Entry:
         self.fresh = True
         self.log: collections.deque[tuple[int, bytes]] = collections.deque()
         self.count = 0
+
+
+def _gives_way(owner: str | None, caller: str | None, held: Mapping[str | None, int], mine: int) -> bool:
+    """May a fresh session of `owner` be evicted for `caller`, who holds `mine` (`Store.create_session`)?"""
+    return owner == caller or held[owner] > mine + 1
 
 
 class MemoryStore:
@@ -59,17 +64,30 @@ class MemoryStore:
                 del table[key]
 
     # -- sessions --------------------------------------------------------------------------------
-    def create_session(self, session_id: str, record: SessionRecord, *, ttl: float, cap: int) -> bool:
+    def create_session(
+        self, session_id: str, record: SessionRecord, *, ttl: float, cap: int, caller_cap: int | None = None
+    ) -> Creation:
+        """See `Store.create_session`: counted by a scan of the live sessions, under the lock."""
+        caller = record.principal_key
         with self._lock:
             now = self._clock()
             self._expire_locked(now)
-            if len(self._sessions) >= cap:
-                fresh = [(entry.expires, sid) for sid, entry in self._sessions.items() if entry.fresh]
-                if not fresh:
-                    return False
-                del self._sessions[min(fresh)[1]]
+            self._sessions.pop(session_id, None)  # created again: replaced, not counted
+            fresh = sorted((entry.expires, sid) for sid, entry in self._sessions.items() if entry.fresh)
+            held = collections.Counter(entry.record.principal_key for entry in self._sessions.values())
+            if caller_cap is not None and caller is not None and held[caller] >= caller_cap:
+                own = [sid for _, sid in fresh if self._sessions[sid].record.principal_key == caller]
+                if not own:
+                    return Creation.CALLER_FULL
+                del self._sessions[own[0]]
+            elif len(self._sessions) >= cap:
+                mine = held[caller]
+                givers = [sid for _, sid in fresh if _gives_way(self._sessions[sid].record.principal_key, caller, held, mine)]
+                if not givers:
+                    return Creation.FULL
+                del self._sessions[givers[0]]
             self._sessions[session_id] = _Entry(record, now + ttl)
-            return True
+            return Creation.CREATED
 
     def load_session(self, session_id: str, *, ttl: float) -> SessionRecord | None:
         with self._lock:

@@ -23,6 +23,10 @@ Keys (`N` is the namespace, `"mcpsync:"` by default, so one Redis can serve seve
   (the first to evict at the cap: the lowest score is the one that has waited longest); a load moves
   a session to "used". Redis cannot expire a member of a set, so the scripts first drop members
   whose score has passed (ZREMRANGEBYSCORE) before they count or list them.
+- `N caller:<principal key as JSON>`: a sorted set of one caller's live session ids (`null`: the
+  unauthenticated), scored like the two above, so `create_session` counts a caller's sessions in
+  O(log n) and finds its oldest fresh one; a load and a delete find it from the hash's
+  `principal_key`. The set expires with its caller's last session (PEXPIREAT its highest score).
 - `N claim:<key>`: a string set with NX and PX, Redis's own one-time mark.
 
 Expiry is Redis's: the hash and the stream carry the same absolute expiry (PEXPIREAT from
@@ -60,7 +64,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from .redis import DEFAULT_SOCKET_TIMEOUT, redis_address, redis_client
-from .store import SessionRecord, StoreUnavailable
+from .store import Creation, SessionRecord, StoreUnavailable
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -86,30 +90,77 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
 _CREATE = _NOW + """
--- KEYS: fresh, used, the new session's hash, its stream. ARGV: namespace, id, ttl ms, cap, field, value...
+-- KEYS: fresh, used, the new session's hash, its stream, its caller's set.
+-- ARGV: namespace, id, ttl ms, cap, caller cap (0: none), field, value...
+-- Returns 1 created, 0 refused (cap), 2 refused (caller cap).
+local ns, id = ARGV[1], ARGV[2]
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
--- an id created again replaces its session (and its log), which then does not count against the cap
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+-- an id created again replaces its session (and its log), which then does not count against a cap
+local before = redis.call('HGET', KEYS[3], 'principal_key')
+if before then
+  redis.call('ZREM', ns .. 'caller:' .. before, id)
+end
 redis.call('DEL', KEYS[3], KEYS[4])
-redis.call('ZREM', KEYS[1], ARGV[2])
-redis.call('ZREM', KEYS[2], ARGV[2])
-if redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
-  if #oldest == 0 then
+redis.call('ZREM', KEYS[1], id)
+redis.call('ZREM', KEYS[2], id)
+local function evict(victim, owner)
+  redis.call('ZREM', KEYS[1], victim)
+  redis.call('DEL', ns .. 'session:' .. victim, ns .. 'events:' .. victim)
+  if owner then
+    redis.call('ZREM', owner, victim)
+  end
+end
+local mine = redis.call('ZCARD', KEYS[5])
+local caller_cap = tonumber(ARGV[5])
+if caller_cap > 0 and mine >= caller_cap then
+  -- the caller's own fresh session waiting longest: its set in expiry order, the first still fresh
+  local own = nil
+  for _, sid in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+    if redis.call('ZSCORE', KEYS[1], sid) then
+      own = sid
+      break
+    end
+  end
+  if not own then
+    return 2
+  end
+  evict(own, KEYS[5])
+elseif redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  -- the fresh session waiting longest that may give way: the caller's own, or one whose caller
+  -- holds more than this caller will (see Store.create_session)
+  local giver, owner = nil, nil
+  for _, sid in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    local key = redis.call('HGET', ns .. 'session:' .. sid, 'principal_key')
+    if not key then
+      giver = sid  -- its hash is gone (evicted under maxmemory): its place is free
+      break
+    end
+    owner = ns .. 'caller:' .. key
+    if owner == KEYS[5] or redis.call('ZCOUNT', owner, '(' .. now, '+inf') > mine + 1 then
+      giver = sid
+      break
+    end
+    owner = nil
+  end
+  if not giver then
     return 0
   end
-  redis.call('ZREM', KEYS[1], oldest[1])
-  redis.call('DEL', ARGV[1] .. 'session:' .. oldest[1], ARGV[1] .. 'events:' .. oldest[1])
+  evict(giver, owner)
 end
 local at = now + tonumber(ARGV[3])
-redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+redis.call('HSET', KEYS[3], unpack(ARGV, 6))
 redis.call('PEXPIREAT', KEYS[3], at)
-redis.call('ZADD', KEYS[1], at, ARGV[2])
+redis.call('ZADD', KEYS[1], at, id)
+redis.call('ZADD', KEYS[5], at, id)
+local last = redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[5], last[2])  -- the set ends with its caller's last session
 return 1
 """
 
 _LOAD = _NOW + """
--- KEYS: hash, stream, fresh, used. ARGV: id, ttl ms.
+-- KEYS: hash, stream, fresh, used. ARGV: id, ttl ms, namespace.
 local data = redis.call('HGETALL', KEYS[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 if #data == 0 then
@@ -120,7 +171,28 @@ local at = now + tonumber(ARGV[2])
 redis.call('PEXPIREAT', KEYS[1], at)
 redis.call('PEXPIREAT', KEYS[2], at)
 redis.call('ZADD', KEYS[4], at, ARGV[1])
+for i = 1, #data, 2 do
+  if data[i] == 'principal_key' then
+    local owner = ARGV[3] .. 'caller:' .. data[i + 1]
+    redis.call('ZADD', owner, at, ARGV[1])
+    local last = redis.call('ZRANGE', owner, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', owner, last[2])
+  end
+end
 return data
+"""
+
+_DELETE = """
+-- KEYS: hash, stream, fresh, used. ARGV: namespace, id. Returns 1 if the hash existed.
+local key = redis.call('HGET', KEYS[1], 'principal_key')
+if key then
+  redis.call('ZREM', ARGV[1] .. 'caller:' .. key, ARGV[2])
+end
+local existed = redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
+return existed
 """
 
 _UPDATE = """
@@ -250,6 +322,7 @@ class RedisStore:
         # register_script only hashes the text here; each is sent to Redis on its first NOSCRIPT
         self._create: Script = self._client.register_script(_CREATE)
         self._load: Script = self._client.register_script(_LOAD)
+        self._delete: Script = self._client.register_script(_DELETE)
         self._update: Script = self._client.register_script(_UPDATE)
         self._change_subscription: Script = self._client.register_script(_CHANGE_SUBSCRIPTION)
         self._subscriptions: Script = self._client.register_script(_SUBSCRIPTIONS)
@@ -260,6 +333,11 @@ class RedisStore:
 
     def _events(self, session_id: str) -> str:
         return f"{self._ns}events:{session_id}"
+
+    def _caller(self, principal_key: str | None) -> str:
+        """The set of a caller's live sessions: named by the key as the hash holds it (JSON), so
+        a script finds it from a session's hash, and None (everyone, unauthenticated) has its own."""
+        return f"{self._ns}caller:{_encode('principal_key', principal_key)}"
 
     @contextlib.contextmanager
     def _reaching(self) -> Iterator[None]:
@@ -277,17 +355,22 @@ class RedisStore:
             raise StoreUnavailable(f"Redis at {self.address} did not answer ({type(exc).__name__})") from exc
 
     # -- sessions --------------------------------------------------------------------------------
-    def create_session(self, session_id: str, record: SessionRecord, *, ttl: float, cap: int) -> bool:
-        """See `Store.create_session`. One script: prune, count both sets, evict the fresh session
-        with the lowest expiry or refuse, then write the hash, its expiry and its place in "fresh".
-        An id created again replaces that session, its log included."""
+    def create_session(
+        self, session_id: str, record: SessionRecord, *, ttl: float, cap: int, caller_cap: int | None = None
+    ) -> Creation:
+        """See `Store.create_session`. One script: prune, then the caller's bound (its set, in
+        expiry order, gives its first still fresh), else the shared one (the fresh set in expiry
+        order, each one's caller counted by its set), evict or refuse, then write the hash, its
+        expiry and its place in "fresh" and in its caller's set. An id created again replaces that
+        session, its log included."""
         pairs = [item for name, value in record.to_json().items() for item in (name, _encode(name, value))]
+        bound = 0 if caller_cap is None or record.principal_key is None else caller_cap
         with self._reaching():
             created = self._create(
-                keys=[self._fresh, self._used, self._session(session_id), self._events(session_id)],
-                args=[self._ns, session_id, _ms(ttl), cap, *pairs],
+                keys=[self._fresh, self._used, self._session(session_id), self._events(session_id), self._caller(record.principal_key)],
+                args=[self._ns, session_id, _ms(ttl), cap, bound, *pairs],
             )
-        return bool(created)
+        return {1: Creation.CREATED, 2: Creation.CALLER_FULL}.get(int(created), Creation.FULL)
 
     def load_session(self, session_id: str, *, ttl: float) -> SessionRecord | None:
         """See `Store.load_session`. One script: read the hash, push the hash's and the stream's
@@ -297,7 +380,7 @@ class RedisStore:
         with self._reaching():
             data = self._load(
                 keys=[self._session(session_id), self._events(session_id), self._fresh, self._used],
-                args=[session_id, _ms(ttl)],
+                args=[session_id, _ms(ttl), self._ns],
             )
         if not data:
             return None
@@ -333,15 +416,13 @@ class RedisStore:
             self._change_subscription(keys=[self._session(session_id)], args=[uri, "1" if subscribed else "0"])
 
     def delete_session(self, session_id: str) -> bool:
-        """See `Store.delete_session`. One MULTI: the hash, the stream and the id in both sets."""
+        """See `Store.delete_session`. One script: the hash, the stream, the id in both sets and in
+        its caller's (named by the hash, so read first)."""
         with self._reaching():
-            pipeline = self._client.pipeline(transaction=True)
-            pipeline.delete(self._session(session_id))
-            pipeline.delete(self._events(session_id))
-            pipeline.zrem(self._fresh, session_id)
-            pipeline.zrem(self._used, session_id)
-            deleted = pipeline.execute()
-        return bool(deleted[0])
+            deleted = self._delete(
+                keys=[self._session(session_id), self._events(session_id), self._fresh, self._used], args=[self._ns, session_id]
+            )
+        return bool(deleted)
 
     def session_subscriptions(self) -> dict[str, frozenset[str]]:
         """See `Store.session_subscriptions`. One script over both sets: O(live sessions), and Redis

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import McpsyncError
 
-__all__ = ["SessionRecord", "Store", "StoreUnavailable"]
+__all__ = ["Creation", "SessionRecord", "Store", "StoreUnavailable"]
 
 RETRY_AFTER = 1
 """Seconds a client is told to wait (`Retry-After`) when the store cannot be reached."""
@@ -34,6 +35,22 @@ RETRY_AFTER = 1
 
 class StoreUnavailable(McpsyncError):
     """The store cannot be reached (or did not answer in time); the operation may be retried."""
+
+
+class Creation(Enum):
+    """What `Store.create_session` did. Only `CREATED` is true, so `if store.create_session(...)`
+    reads as "was it created"."""
+
+    CREATED = "created"
+    FULL = "full"
+    """`cap` live sessions exist and none may give way (see `Store.create_session`): the transport
+    answers 503 with `Retry-After`."""
+    CALLER_FULL = "caller_full"
+    """The caller holds `caller_cap` live sessions, every one used: the transport answers 429 with
+    `Retry-After` (the caller's own sessions are in the way, nobody else's)."""
+
+    def __bool__(self) -> bool:
+        return self is Creation.CREATED
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +104,33 @@ class Store(Protocol):
     `StoreUnavailable`."""
 
     # -- handshake-era sessions ----------------------------------------------------------------
-    def create_session(self, session_id: str, record: SessionRecord, *, ttl: float, cap: int) -> bool:
+    def create_session(
+        self, session_id: str, record: SessionRecord, *, ttl: float, cap: int, caller_cap: int | None = None
+    ) -> Creation:
         """Add a session whose `initialize` succeeded; it expires after `ttl` seconds unless loaded.
 
-        When `cap` live sessions exist already, first evict the one that has waited longest since
-        its `initialize` without being loaded once ("fresh": a client that never came back loses
-        nothing); False, adding nothing, when every live session has been used (the caller
-        answers 503). Atomic: two replicas creating at once never exceed `cap`."""
+        The caller is `record.principal_key` (None, an endpoint without authorization, is one
+        caller: everyone). A session is *fresh* until it is first loaded; a fresh one may give way
+        to a new one (a client that never came back loses nothing), a used one never does here.
+
+        1. The caller's own bound: when `caller_cap` is given, the caller is not None and it
+           already holds `caller_cap` live sessions, its own fresh session that has waited longest
+           is evicted; when all of them are used, nothing is added: `Creation.CALLER_FULL`.
+        2. The shared bound: when `cap` live sessions exist, the fresh session that has waited
+           longest *among those that may give way* is evicted: the caller's own, or those of a
+           caller holding more than the asking caller will hold once this one is added (its count
+           plus one). So a caller is never made to give a session to one who would then hold as
+           many or more: a newcomer (holding none) displaces the fresh sessions of anyone holding
+           two or more, and nobody's only session. When none may give way, nothing is added:
+           `Creation.FULL`.
+
+        Why this share: with per-caller bounds alone the shared table still fills once
+        `cap / caller_cap` callers hold their bound, and a newcomer would be refused for a whole
+        `ttl`; with it, filling the table against a newcomer takes `cap` callers holding one fresh
+        session each, or sessions that are really in use, which is what `cap` is for.
+
+        Atomic: two replicas creating at once never exceed `cap`, nor one caller's `caller_cap`.
+        An id created again replaces its session (its log included)."""
         ...
 
     def load_session(self, session_id: str, *, ttl: float) -> SessionRecord | None:

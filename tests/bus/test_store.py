@@ -26,7 +26,7 @@ import redis
 
 from mcpsync.bus.memory_store import MemoryStore
 from mcpsync.bus.redis_store import RedisStore
-from mcpsync.bus.store import SessionRecord, Store, StoreUnavailable
+from mcpsync.bus.store import Creation, SessionRecord, Store, StoreUnavailable
 
 from .._timeouts import LONG
 from .redis_server import RedisServer
@@ -322,7 +322,7 @@ def test_at_the_cap_with_every_session_used_a_create_is_refused(backend: Backend
     for n in range(3):
         assert backend.store.create_session(f"s{n}", RECORD, ttl=TTL, cap=3)
         assert backend.store.load_session(f"s{n}", ttl=TTL) is not None
-    assert backend.store.create_session("refused", RECORD, ttl=TTL, cap=3) is False
+    assert backend.store.create_session("refused", RECORD, ttl=TTL, cap=3) is Creation.FULL
     assert backend.store.load_session("refused", ttl=TTL) is None
     assert set(backend.store.session_subscriptions()) == {"s0", "s1", "s2"}
     backend.store.delete_session("s1")
@@ -352,6 +352,120 @@ def test_creates_racing_on_two_replicas_never_exceed_the_cap(backend: Backend) -
     assert len(live) == cap  # the first `cap` creates fill it; every later one evicts one or adds none
     assert set(used) <= set(live) and len(used) <= cap
     assert refused  # once every place was used, creates were refused
+
+
+# -- one caller's bound (caller_cap) and the shared table's fairness ----------------------------
+def mine(caller: str | None) -> SessionRecord:
+    return SessionRecord(protocol_version="2025-11-25", principal_key=caller)
+
+
+def test_a_caller_at_its_bound_gives_up_its_own_oldest_fresh_session_and_nobody_elses(backend: Backend) -> None:
+    store = backend.store
+    assert store.create_session("b", mine("B"), ttl=TTL, cap=CAP, caller_cap=2)  # B's is the oldest fresh one of all
+    backend.advance(1)
+    for n in range(5):
+        assert backend.replica().create_session(f"a{n}", mine("A"), ttl=TTL, cap=CAP, caller_cap=2) is Creation.CREATED
+        backend.advance(1)
+    assert set(store.session_subscriptions()) == {"b", "a3", "a4"}
+    assert store.load_session("a2", ttl=TTL) is None
+
+
+def test_a_caller_whose_sessions_are_all_used_is_refused_alone_until_one_ends(backend: Backend) -> None:
+    store = backend.store
+    for n in range(2):
+        store.create_session(f"a{n}", mine("A"), ttl=TTL, cap=CAP, caller_cap=2)
+        store.load_session(f"a{n}", ttl=TTL)
+    assert backend.replica().create_session("a2", mine("A"), ttl=TTL, cap=CAP, caller_cap=2) is Creation.CALLER_FULL
+    assert store.load_session("a2", ttl=TTL) is None
+    assert store.create_session("b", mine("B"), ttl=TTL, cap=CAP, caller_cap=2) is Creation.CREATED
+    store.delete_session("a0")
+    assert store.create_session("a2", mine("A"), ttl=TTL, cap=CAP, caller_cap=2) is Creation.CREATED
+    assert set(store.session_subscriptions()) == {"a1", "a2", "b"}
+
+
+def test_an_expired_session_frees_its_place_under_its_callers_bound(backend: Backend) -> None:
+    backend.store.create_session("a0", mine("A"), ttl=10, cap=CAP, caller_cap=1)
+    backend.store.load_session("a0", ttl=10)
+    assert backend.store.create_session("a1", mine("A"), ttl=10, cap=CAP, caller_cap=1) is Creation.CALLER_FULL
+    backend.advance(11)
+    assert backend.store.create_session("a1", mine("A"), ttl=10, cap=CAP, caller_cap=1) is Creation.CREATED
+
+
+def test_each_load_keeps_a_used_session_counted_for_its_caller(backend: Backend) -> None:
+    backend.store.create_session("a0", mine("A"), ttl=10, cap=CAP, caller_cap=1)
+    for _ in range(3):  # 24 s in all, past the first ttl: the caller's count follows the pushed expiry
+        backend.advance(8)
+        assert backend.replica().load_session("a0", ttl=10) is not None
+    assert backend.store.create_session("a1", mine("A"), ttl=10, cap=CAP, caller_cap=1) is Creation.CALLER_FULL
+
+
+def test_the_unauthenticated_have_no_bound_of_their_own(backend: Backend) -> None:
+    for n in range(4):
+        assert backend.store.create_session(f"s{n}", mine(None), ttl=TTL, cap=CAP, caller_cap=2)
+        backend.store.load_session(f"s{n}", ttl=TTL)
+    assert len(backend.store.session_subscriptions()) == 4
+
+
+def test_a_full_table_takes_a_fresh_session_only_from_a_caller_holding_more_than_the_newcomer_will(backend: Backend) -> None:
+    store = backend.store
+    store.create_session("b", mine("B"), ttl=TTL, cap=4, caller_cap=3)  # B's one fresh session, the oldest
+    backend.advance(1)
+    for n in range(3):
+        store.create_session(f"a{n}", mine("A"), ttl=TTL, cap=4, caller_cap=3)
+        backend.advance(1)
+    assert backend.replica().create_session("c", mine("C"), ttl=TTL, cap=4, caller_cap=3) is Creation.CREATED
+    assert set(store.session_subscriptions()) == {"b", "a1", "a2", "c"}  # A held 3 > 0 + 1: its oldest gave way
+    assert store.create_session("d", mine("D"), ttl=TTL, cap=4, caller_cap=3) is Creation.CREATED
+    assert set(store.session_subscriptions()) == {"b", "a2", "c", "d"}  # A held 2 > 1
+    # now every caller holds one: none gives its only session to a newcomer, fresh or not
+    assert store.create_session("e", mine("E"), ttl=TTL, cap=4, caller_cap=3) is Creation.FULL
+    # but a caller's own fresh session still makes way for its next one
+    assert store.create_session("d2", mine("D"), ttl=TTL, cap=4, caller_cap=3) is Creation.CREATED
+    assert set(store.session_subscriptions()) == {"b", "a2", "c", "d2"}
+
+
+def test_one_caller_creating_at_once_on_two_replicas_never_exceeds_its_bound(backend: Backend) -> None:
+    bound, threads, attempts = 5, 6, 30
+    stores = [backend.store, backend.replica()]
+    outcomes: list[Creation] = []
+    lock = threading.Lock()
+
+    def create_and_use(n: int) -> None:
+        store = stores[n % 2]
+        for k in range(attempts):
+            sid = f"t{n}-{k}"
+            outcome = store.create_session(sid, mine("A"), ttl=TTL, cap=CAP, caller_cap=bound)
+            with lock:
+                outcomes.append(outcome)
+            if outcome and k % 2:
+                store.load_session(sid, ttl=TTL)
+
+    run_together(threads, create_and_use)
+    assert len(backend.store.session_subscriptions()) == bound
+    assert Creation.FULL not in outcomes and Creation.CREATED in outcomes
+    assert Creation.CALLER_FULL in outcomes  # once its bound was all used sessions
+
+
+def test_two_callers_creating_at_once_keep_to_their_bounds_and_the_cap(backend: Backend) -> None:
+    cap, bound, threads, attempts = 6, 4, 6, 30
+    stores = [backend.store, backend.replica()]
+    backend.store.create_session("b-first", mine("B"), ttl=TTL, cap=cap, caller_cap=bound)
+    backend.store.load_session("b-first", ttl=TTL)
+
+    def create_and_use(n: int) -> None:
+        store, caller = stores[n % 2], "AB"[n % 2]
+        for k in range(attempts):
+            sid = f"{caller}-{n}-{k}"
+            if store.create_session(sid, mine(caller), ttl=TTL, cap=cap, caller_cap=bound) and k % 3 == 0:
+                store.load_session(sid, ttl=TTL)
+
+    run_together(threads, create_and_use)
+    live = backend.store.session_subscriptions()
+    assert len(live) <= cap
+    for caller in "AB":
+        held = [sid for sid in live if sid.startswith(caller) or (caller == "B" and sid == "b-first")]
+        assert 1 <= len(held) <= bound, (caller, held)
+    assert "b-first" in live  # B's used session never gave way to A
 
 
 def test_two_replicas_changing_different_fields_at_once_both_keep_theirs(backend: Backend) -> None:
@@ -483,6 +597,22 @@ def test_the_keys_are_a_hash_of_json_fields_with_the_sessions_expiry(redis_backe
 
     store.claim("k", 5)
     assert 4_000 < raw.pttl(redis_backend.key("claim:", "k")) <= 5_000
+
+
+def test_a_callers_set_is_scored_like_its_sessions_and_ends_with_them(redis_backend: RedisBackend) -> None:
+    store, raw = redis_backend.store, redis_backend.raw
+    caller = redis_backend.key("caller:", json.dumps(FULL.principal_key))
+    store.create_session("s", FULL, ttl=30, cap=CAP, caller_cap=4)
+    store.create_session("t", FULL, ttl=60, cap=CAP, caller_cap=4)
+    session = redis_backend.key("session:", "s")
+    assert raw.zscore(caller, "s") == redis_backend.expire_time(session)
+    assert redis_backend.expire_time(caller) == raw.zscore(caller, "t")  # its last session's expiry
+    store.load_session("s", ttl=90)
+    assert raw.zscore(caller, "s") == redis_backend.expire_time(session) == redis_backend.expire_time(caller)
+    assert store.delete_session("s") and raw.zscore(caller, "s") is None
+    store.create_session("t", RECORD, ttl=30, cap=CAP)  # the same id, now unauthenticated: moved to that set
+    assert raw.zcard(caller) == 0
+    assert raw.zscore(redis_backend.key("caller:", "null"), "t") is not None
 
 
 def test_the_log_is_trimmed_exactly_to_log_cap(redis_backend: RedisBackend) -> None:
