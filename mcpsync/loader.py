@@ -3,7 +3,9 @@
 Strategy: a target is `path/to/file.py`, `package.module`, either followed by `:attr`. The attribute
 may be a `Server`, a `Service`, or a no-argument factory returning one. Without `:attr`, the module
 must hold exactly one `Server` (or, failing that, exactly one `Service`) at top level. Every failure
-is a `TargetError` that says what was looked for and where.
+is a `TargetError` that says what was looked for and where; when the user's own code raised (importing
+the module, calling the factory), it also shows where: the user's frames, file:line and source line,
+without the loader's and importlib's own (`_where`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .server import Server
 
 Servable = Server | Service
 T = TypeVar("T")
+
+MAX_FRAMES = 12
+"""The user's frames shown for a failed import, the innermost ones (a deep recursion has hundreds)."""
+_IMPORTLIB = os.path.dirname(importlib.__file__) + os.sep
 
 
 class TargetError(McpsyncError):
@@ -66,9 +72,36 @@ def _execute(load: Callable[[], T], spec: str) -> T:
     try:
         return load()
     except ModuleNotFoundError as exc:
-        raise TargetError(f"cannot import {spec}: {exc}") from exc
+        raise TargetError(f"cannot import {spec}: {exc}{_where(exc)}") from exc
     except Exception as exc:
-        raise TargetError(f"importing {spec} failed: {type(exc).__name__}: {exc}") from exc
+        raise TargetError(f"importing {spec} failed: {type(exc).__name__}: {exc}{_where(exc)}") from exc
+
+
+def _where(exc: BaseException) -> str:
+    """Where the user's code raised `exc`, as lines to append to the message: the frames of its
+    traceback but the loader's and importlib's (the innermost MAX_FRAMES), as a Python traceback shows
+    them, and for a SyntaxError the offending line with its caret. Empty when no frame is the
+    user's (a module that is simply not there)."""
+    import traceback  # only on failure: a served target never pays for it
+
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if _is_users(frame.filename)]
+    lines = []
+    if len(frames) > MAX_FRAMES:
+        lines.append(f"  ... {len(frames) - MAX_FRAMES} outer frames left out\n")
+        frames = frames[-MAX_FRAMES:]
+    for frame in frames:  # as a traceback shows them, without its carets
+        lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
+        if frame.line:
+            lines.append(f"    {frame.line}\n")
+    if isinstance(exc, SyntaxError) and exc.filename is not None:
+        lines += traceback.format_exception_only(exc)[:-1]  # its file, line and caret; the message is said already
+    return ("\n" + "".join(lines).rstrip("\n")) if lines else ""
+
+
+def _is_users(filename: str) -> bool:
+    """Whether a frame is the user's code (or code it called): not this loader's, and not importlib's
+    (its frozen bootstrap's frames stand between a module and each module it imports)."""
+    return not (filename.startswith("<frozen ") or filename == __file__ or filename.startswith(_IMPORTLIB))
 
 
 def _resolve_attr(module: ModuleType, module_part: str, attr: str, target: str) -> Servable:
@@ -85,7 +118,7 @@ def _resolve_attr(module: ModuleType, module_part: str, attr: str, target: str) 
         try:
             produced = value()
         except Exception as exc:
-            raise TargetError(f"{target}: calling {attr}() failed: {type(exc).__name__}: {exc}") from exc
+            raise TargetError(f"{target}: calling {attr}() failed: {type(exc).__name__}: {exc}{_where(exc)}") from exc
         if isinstance(produced, (Server, Service)):
             return produced
         raise TargetError(f"{target}: {attr}() returned {type(produced).__name__}, not a Server or Service")
