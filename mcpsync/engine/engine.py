@@ -22,6 +22,9 @@ from ..catalog.service import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, Request, method_not_found
 from ..protocol.methods import HANDSHAKE_METHODS, MODERN_METHODS, MODERN_ONLY_METHODS
 from ..protocol.versions import (
+    LATEST_MODERN_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     Envelope,
     Era,
@@ -253,7 +256,7 @@ class Engine:
         if modern or session.era is Era.MODERN:
             if session.era is Era.HANDSHAKE:
                 if method in MODERN_ONLY_METHODS:
-                    raise method_not_found(method)
+                    raise _modern_only(method, session.era)
                 raise McpError(
                     ErrorCode.INVALID_REQUEST,
                     "Invalid Request: this connection serves the handshake protocol era; "
@@ -268,6 +271,8 @@ class Engine:
             return Call(request, session, Era.MODERN, envelope, transport, exchange)
         if "_meta" in params and type(params["_meta"]) is not dict:
             raise McpError(ErrorCode.INVALID_PARAMS, "params._meta must be an object")
+        if method in MODERN_ONLY_METHODS:
+            raise _modern_only(method, session.era)
         if method not in HANDSHAKE_METHODS:
             raise method_not_found(method)
         return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
@@ -382,3 +387,17 @@ def _checked_claim(claim: Claim) -> Claim:
     if not callable(claim):
         raise TypeError("claim must be a callable (key, ttl) -> bool, such as a Store's claim method")
     return claim
+
+
+def _modern_only(method: str, era: Era | None) -> McpError:
+    """-32601 for a 2026-07-28 method sent without that era's envelope, saying what it lacks: the
+    code is the era rule's (the handshake era has no such method, BEHAVIOR.md), the message names
+    the fix, since a bare `server/discover` is the commonest first mistake of a hand-written client."""
+    if era is Era.HANDSHAKE:
+        why = "this connection serves the handshake protocol era (it was initialized)"
+    else:
+        why = (
+            f"this request has no 2026-07-28 envelope: params._meta must carry {META_PROTOCOL_VERSION} "
+            f'("{LATEST_MODERN_VERSION}") and {META_CLIENT_CAPABILITIES} (an object)'
+        )
+    return McpError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method} is a 2026-07-28 method, and {why}", {"method": method})

@@ -511,17 +511,24 @@ def complete(served: Served, call: Call) -> dict[str, Any]:
         raise invalid_params("completion/complete: context.arguments must be an object")
     catalog = served.catalog
     entry: Any  # a local prompt or template, or an upstream's: each has complete()
+    # ref.name and ref.uri are checked to be strings before any message quotes them: a hostile
+    # value (a list nested 1,000 deep) must get -32602, as tools/call's params.name does, not a
+    # RecursionError from its str() answered -32603.
     if ref.get("type") == "ref/prompt":
         name = ref.get("name")
-        entry = catalog.find_prompt(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            raise invalid_params("completion/complete: ref.name must be a string")
+        entry = catalog.find_prompt(name)
         if entry is None:
-            raise invalid_params(f"Unknown prompt: {ref.get('name')}")
+            raise invalid_params(f"Unknown prompt: {name}")
         _require_scopes(call, entry, f"prompt '{name}'")
     elif ref.get("type") == "ref/resource":
         uri = ref.get("uri")
-        entry = catalog.find_template(uri) if isinstance(uri, str) else None
+        if not isinstance(uri, str):
+            raise invalid_params("completion/complete: ref.uri must be a string")
+        entry = catalog.find_template(uri)
         if entry is None:
-            if isinstance(uri, str) and catalog.find_resource(uri) is not None:
+            if catalog.find_resource(uri) is not None:
                 return completion_result(None, value, given)
             raise invalid_params(f"Unknown resource template: {uri}")
         _require_scopes(call, entry, f"resource template {uri!r}")
