@@ -203,6 +203,16 @@ def rebinding_refusal(
     return f"Origin {origin!r} is not allowed"
 
 
+def rebinding_remedy(refusal: str) -> str:
+    """How the operator lets in what `rebinding_refusal` refused (for the log, never the 403: the
+    client must not learn the server's settings), in both of the ways a server is configured: the
+    Python setting and the `mcpsync serve` option. `refusal` is that function's text, which names
+    the Host or the Origin first."""
+    if refusal.startswith("Host"):
+        return "to let it in, add the host to allowed_hosts (mcpsync serve --allow-host HOST)"
+    return "to let it in, add the origin to allowed_origins (mcpsync serve --allow-origin ORIGIN)"
+
+
 def normalize_origins(origins: Iterable[str] | None) -> frozenset[str] | None:
     return None if origins is None else frozenset(o.strip().lower().rstrip("/") for o in origins)
 
