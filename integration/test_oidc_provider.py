@@ -16,22 +16,34 @@ sleeping; what the provider did is read from the events it prints.
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures.oidc_provider import Browser, OidcProvider, peers_dir
+from wire import REPO_ROOT, base_env
 
 import mcpsync
 from mcpsync import Context, Server, Service
-from mcpsync.auth import Auth, MemoryTokenStore, OAuth
+from mcpsync.auth import Auth, ClientCredentials, IntrospectionVerifier, MemoryTokenStore, OAuth
+from mcpsync.auth.discovery import discover_authorization_server
 from mcpsync.auth.jwt import JwtVerifier
 from tests._timeouts import LONG
 from tests.auth.authority import unreachable_url
 
 MCP_SCOPES = ("mcp:tools", "mcp:admin")
 CALLBACK = "http://127.0.0.1:9/callback"  # the client's page (OAuth(callback=...)): never connected to
+BROWSER = Path(__file__).parent / "oidc" / "browser_standin.py"
+WORKER_SECRET = "worker-secret-0123456789abcdef0123456789abcdef"
+RS_SECRET = "resource-server-secret-0123456789abcdef0123456789"
 
 
 def guarded_service() -> Service:
@@ -85,6 +97,35 @@ def peers() -> Path:
 
 
 @pytest.fixture(scope="module")
+def signer_key() -> tuple[str, dict[str, Any]]:
+    """An EC P-256 key of the `signer` client (private_key_jwt): its PEM and its public JWK."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from jwt.algorithms import ECAlgorithm
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    public: dict[str, Any] = json.loads(ECAlgorithm.to_jwk(key.public_key()))
+    return pem, {**public, "kid": "signer-1", "use": "sig", "alg": "ES256"}
+
+
+@pytest.fixture(scope="module")
+def provider(peers: Path, signer_key: tuple[str, dict[str, Any]]) -> Iterator[OidcProvider]:
+    """The provider as deployed for MCP: its own scope list is OpenID's, the MCP scopes are the
+    resource server's; three clients registered in advance (client credentials with a secret, with
+    private_key_jwt, and a resource server that introspects)."""
+    machine = {"grant_types": ["client_credentials"], "response_types": [], "redirect_uris": []}
+    clients = [
+        {"client_id": "worker", "client_secret": WORKER_SECRET, "token_endpoint_auth_method": "client_secret_basic", **machine},
+        {"client_id": "signer", "token_endpoint_auth_method": "private_key_jwt", "token_endpoint_auth_signing_alg": "ES256",
+         "jwks": {"keys": [signer_key[1]]}, **machine},
+        {"client_id": "mcp-rs", "client_secret": RS_SECRET, "grant_types": [], "response_types": [], "redirect_uris": []},
+    ]
+    with OidcProvider(peers, clients=clients) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
 def listing(peers: Path) -> Iterator[OidcProvider]:
     """A provider that lists the MCP scopes among its own, so a registration may name them (and
     is then held to them)."""
@@ -103,3 +144,143 @@ def test_a_login_in_process_then_a_tool_call_with_its_jwt(listing: OidcProvider)
     registered, issued = [event for event in listing.events()[before:] if event["event"] != "interaction"]
     assert (registered["event"], issued["event"], issued["grant_type"]) == ("registration_create.success", "grant.success", "authorization_code")
     assert caller == {"subject": "alice", "client": registered["client_id"], "scopes": ["mcp:tools"]}
+
+
+def in_process_login(*, clock: Any = time.time, browser: Browser | None = None) -> tuple[OAuth, Browser, MemoryTokenStore]:
+    browser = browser or Browser(CALLBACK)
+    store = MemoryTokenStore()
+    oauth = OAuth(redirect_uri=CALLBACK, redirect_handler=browser.open, callback=browser.returned, token_store=store, clock=clock)
+    return oauth, browser, store
+
+
+def mcpsync_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**base_env(), "XDG_CONFIG_HOME": str(home), "BROWSER": f"{sys.executable} {BROWSER} %s"}
+    return subprocess.run([sys.executable, "-m", "mcpsync", *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+                          timeout=LONG * 3, stdin=subprocess.DEVNULL)
+
+
+# -- defect 1: a refresh asks for what was granted, and a refused refresh token is dropped once ---------
+
+def test_a_refresh_after_expiry_asks_for_no_more_than_was_granted(listing: OidcProvider) -> None:
+    """mcpsync asks `mcp:tools offline_access`; oidc-provider grants `mcp:tools` (it keeps
+    offline_access only with prompt=consent) and a refresh token. A refresh that asks for
+    offline_access again is refused invalid_scope (RFC 6749 section 6); one that asks for no more
+    than the grant is served, once, however many requests follow."""
+    now = [time.time()]
+    oauth, browser, _ = in_process_login(clock=lambda: now[0])
+    before = len(listing.events())
+    with jwt_endpoint(listing) as url, mcpsync.connect(url, auth=oauth) as session:
+        whoami(session)
+        now[0] += 3600  # far past the access token's 60 s, by the client's clock alone
+        for _ in range(3):
+            assert whoami(session)["scopes"] == ["mcp:tools"]
+    refreshes = [event for event in listing.events()[before:] if event.get("grant_type") == "refresh_token"]
+    assert [(event["event"], event.get("error")) for event in refreshes] == [("grant.success", None)]
+    assert len(browser.opened) == 1  # no second login
+
+
+def test_a_revoked_refresh_token_is_dropped_after_one_refusal(provider: OidcProvider) -> None:
+    now = [time.time()]
+    oauth, _, store = in_process_login(clock=lambda: now[0])
+    with jwt_endpoint(provider) as url, mcpsync.connect(url, auth=oauth) as session:
+        whoami(session)
+        kept = store.load(url)
+        assert kept is not None
+        [registration] = kept["registrations"].values()
+        revoked = urllib.parse.urlencode({"token": kept["tokens"]["refresh_token"], "token_type_hint": "refresh_token",
+                                          "client_id": registration["client_id"]}).encode()
+        with urllib.request.urlopen(provider.discovery["revocation_endpoint"], revoked, timeout=LONG) as answer:
+            assert answer.status == 200
+        before = len(provider.events())
+        now[0] += 3600
+        for _ in range(3):
+            whoami(session)  # the access token itself is still good to the endpoint's own clock
+    refreshes = [event for event in provider.events()[before:] if event.get("grant_type") == "refresh_token"]
+    assert [(event["event"], event.get("error")) for event in refreshes] == [("grant.error", "invalid_grant")]
+
+
+# -- defect 2: a registration does not lock the first scopes in -------------------------------------
+
+def test_a_login_from_the_cli_where_the_mcp_scopes_are_the_resource_servers(provider: OidcProvider, tmp_path: Path) -> None:
+    """oidc-provider refuses a registration whose `scope` names scopes outside its own list
+    (400 invalid_client_metadata); the MCP scopes are the resource server's, so a registration
+    must name none. Also the discovery fallback: oidc-provider has no RFC 8414 document, only
+    OpenID Connect discovery."""
+    before = len(provider.events())
+    with jwt_endpoint(provider) as url:
+        login = mcpsync_cli("login", url, home=tmp_path)
+        assert login.returncode == 0, login.stderr + provider.stderr()
+        called = mcpsync_cli("call", "whoami", url, home=tmp_path)
+        assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["subject"] == "alice"
+    assert [event["event"] for event in provider.events()[before:] if event["event"].endswith("error")] == []
+    assert "eyJ" not in login.stdout + login.stderr + called.stdout + called.stderr
+
+
+def test_a_step_up_to_mcp_admin_is_granted(listing: OidcProvider) -> None:
+    """A provider that lists the MCP scopes holds a client to the `scope` it registered with
+    (RFC 7591); a registration naming only the first login's scopes makes the step-up to
+    mcp:admin an invalid_scope."""
+    oauth, browser, _ = in_process_login()
+    with jwt_endpoint(listing) as url, mcpsync.connect(url, auth=oauth) as session:
+        assert whoami(session)["scopes"] == ["mcp:tools"]
+        result = session.call_tool("reset", {})
+        assert result["content"][0]["text"] == "reset done", result
+        assert whoami(session)["scopes"] == ["mcp:admin", "mcp:tools"]
+    first, second = (urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["scope"][0].split() for url in browser.opened)
+    assert "mcp:admin" not in first and {"mcp:tools", "mcp:admin"} <= set(second)
+
+
+def test_a_step_up_from_the_cli(listing: OidcProvider, tmp_path: Path) -> None:
+    with jwt_endpoint(listing) as url:
+        assert mcpsync_cli("login", url, home=tmp_path).returncode == 0
+        refused = mcpsync_cli("call", "reset", url, home=tmp_path)
+        assert refused.returncode != 0 and "mcp:admin" in refused.stderr
+        stepped = mcpsync_cli("login", "--scope", "mcp:tools", "--scope", "mcp:admin", url, home=tmp_path)
+        assert stepped.returncode == 0, stepped.stderr
+        called = mcpsync_cli("call", "reset", url, home=tmp_path)
+        assert (called.returncode, called.stdout.strip()) == (0, "reset done"), called.stderr
+
+
+# -- defect 3: a token the introspection endpoint will not take is an invalid token -------------------
+
+def test_introspection_checks_opaque_tokens_and_a_jwt_it_will_not_take_is_401(provider: OidcProvider) -> None:
+    """oidc-provider introspects the opaque tokens it issues for an /opaque/ resource; a JWT it
+    answers 400 unsupported_token_type, which is the client's token at fault (401, log in), not the
+    verifier's (503 with Retry-After, try later)."""
+    url = unreachable_url("/opaque/mcp")
+    verifier = IntrospectionVerifier(provider.discovery["introspection_endpoint"], client_id="mcp-rs", client_secret=RS_SECRET,
+                                     audience=url, issuer=provider.issuer)
+    worker = ClientCredentials("worker", client_secret=WORKER_SECRET)
+    with serving(url, Auth(verifier, resource=url, authorization_servers=[provider.issuer], required_scopes=["mcp:tools"])):
+        with mcpsync.connect(url, auth=worker) as session:
+            assert whoami(session) == {"subject": None, "client": "worker", "scopes": ["mcp:tools"]}
+        with jwt_endpoint(provider) as jwt_url:
+            jwt = client_credentials_token(provider, jwt_url)
+        assert jwt.count(".") == 2
+        status, headers = post_ping(url, jwt)
+    assert status == 401 and "retry-after" not in headers, (status, headers)
+    assert 'error="invalid_token"' in headers["www-authenticate"]
+
+
+def client_credentials_token(provider: OidcProvider, resource: str) -> str:
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "resource": resource, "scope": "mcp:tools"}).encode()
+    request = urllib.request.Request(provider.discovery["token_endpoint"], form)
+    request.add_header("Authorization", "Basic " + __import__("base64").b64encode(f"worker:{WORKER_SECRET}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=LONG) as answer:
+        token: str = json.load(answer)["access_token"]
+    return token
+
+
+def post_ping(url: str, token: str) -> tuple[int, dict[str, str]]:
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=LONG)
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        connection.request("POST", parts.path, body, {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                                                      "Accept": "application/json, text/event-stream"})
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status, {name.lower(): value for name, value in answer.getheaders()}
+    finally:
+        connection.close()

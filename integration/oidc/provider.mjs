@@ -122,7 +122,7 @@ const provider = new Provider(issuer, {
   },
 });
 
-for (const name of ['grant.success', 'registration_create.success', 'introspection.success']) {
+for (const name of ['grant.success', 'registration_create.success']) {
   provider.on(name, (ctx) => emit({ event: name, grant_type: ctx.oidc?.params?.grant_type, client_id: ctx.oidc?.client?.clientId }));
 }
 for (const name of ['grant.error', 'registration_create.error', 'introspection.error', 'authorization.error', 'server_error']) {

@@ -11,7 +11,10 @@ round trip per `cache_ttl`: an active token until its `exp` or `cache_ttl`, whic
 (so a revoked token stops working within `cache_ttl`), an inactive one for `cache_ttl`. Nothing
 is remembered when the endpoint could not answer (unreachable, non-2xx, not JSON, no boolean
 `active`): that is `VerifierUnavailable` (503), the client's token is not blamed, and the next
-request asks again. Concurrent first requests with one new token each ask; that is a handful of
+request asks again. The one refusal that does blame the token is RFC 7009's
+`unsupported_token_type` (a 400 that says the server will never introspect a token of this kind:
+oidc-provider answers it for any JWT): that is `InvalidToken` (401), remembered like an inactive
+token. Concurrent first requests with one new token each ask; that is a handful of
 calls once, not a flood.
 
 The request is a form POST (`token`, `token_type_hint=access_token`) with HTTP Basic client
@@ -98,6 +101,13 @@ class IntrospectionVerifier:
             reply = post_form(self._endpoint, {"token": token, "token_type_hint": "access_token"}, timeout=self._timeout,
                               basic_auth=self._credentials)
         except FetchError as exc:
+            if exc.oauth_error == "unsupported_token_type":
+                # The server will never introspect this token (oidc-provider says so of any JWT):
+                # the client's token is at fault, so a 401 sends it to log in; a 503 would have it
+                # retry the same token forever.
+                refused = "the authorization server does not introspect tokens of this type"
+                self._cache.put(token, refused, self._clock() + self._cache_ttl)
+                raise InvalidToken(refused) from None
             log.warning("token introspection failed: %s", exc)
             raise VerifierUnavailable("the token cannot be checked now") from exc
         answer = reply.body

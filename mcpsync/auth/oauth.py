@@ -10,7 +10,9 @@ What a refusal leads to:
 
 - 401 with a token that has a refresh token, from the same authorization server the resource
   still names: a refresh (RFC 6749 section 6). A refresh token is also used *before* expiry, in
-  `authorization`, when the access token is within `REFRESH_MARGIN` seconds of `expires_at`.
+  `authorization`, when the access token is within `REFRESH_MARGIN` seconds of `expires_at`. A
+  refresh asks for the grant as it is (no `scope`), and a refresh token the server refuses for
+  good (`invalid_grant`, `invalid_scope`, ...) is dropped at the first refusal.
 - 401 otherwise: a login (`interactive=False`: never; the refusal stands). Discovery runs again
   on every login (`discovery.discover`), so a resource that now names another authorization server
   is noticed: registrations are kept per issuer, and a new issuer means a new registration (the
@@ -73,6 +75,10 @@ MAX_REPEATED_STEP_UPS = 1
 MAX_LOGINS_PER_MINUTE = 3
 """Logins started for one resource within 60 s, at most: a server that refuses every token
 cannot keep a browser opening."""
+
+_REFRESH_TOKEN_REFUSED = ("invalid_grant", "invalid_scope", "invalid_client", "unauthorized_client")
+"""Token endpoint errors after which a refresh token is dropped: the same request would be refused
+again (RFC 6749 section 5.2), and `authorization` would otherwise send it before every request."""
 
 _PROBE = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "ping"}).encode()
 
@@ -353,8 +359,8 @@ class OAuth:
             fresh = refresh(server, registration, tokens, resource=tokens.resource or resource, timeout=self._timeout, clock=self._clock)
         except TokenError as exc:
             log.info("OAuth: refreshing the token of %s failed: %s", safe_url(resource), exc)
-            if exc.error in ("invalid_grant", "invalid_client", "unauthorized_client"):
-                session.hold(replace(tokens, refresh_token=None))
+            if exc.error in _REFRESH_TOKEN_REFUSED:
+                session.hold(replace(tokens, refresh_token=None))  # asked once: never again on every request
                 self._save(resource, session)
             return False
         except OAuthError as exc:
@@ -418,7 +424,7 @@ class OAuth:
         server = found.server
         log.info("OAuth: logging in to %s at %s", safe_url(resource), safe_url(server.issuer))
         with self._redirect_target(session, server.issuer) as (redirect_uri, wait):
-            registration = self._registration(session, server, redirect_uri, scopes)
+            registration = self._registration(session, server, redirect_uri)
             verifier, code_challenge = pkce_pair()
             state = secrets.token_urlsafe(32)
             expected_issuer = server.issuer  # recorded with the verifier and the state, before the redirect
@@ -462,7 +468,7 @@ class OAuth:
         finally:
             listener.close()
 
-    def _registration(self, session: _Session, server: ServerMetadata, redirect_uri: str, scopes: tuple[str, ...] | None) -> Registration:
+    def _registration(self, session: _Session, server: ServerMetadata, redirect_uri: str) -> Registration:
         pre = self._registration_for(session, server.issuer) if self._client_id is not None else None
         if pre is not None:
             return pre
@@ -478,7 +484,6 @@ class OAuth:
             client_secret=None,
             client_metadata_url=self._client_metadata_url,
             client_name=self._client_name,
-            scopes=scopes,
             token_endpoint_auth_method=self._auth_method,
             timeout=self._timeout,
         )

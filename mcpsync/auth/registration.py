@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._fetch import FetchError, post_json, safe_url
+from ._fetch import MAX_TIMESTAMP, FetchError, parse_seconds, post_json, safe_url
 from .discovery import OAuthError, ServerMetadata
 
 log = logging.getLogger("mcpsync")
@@ -160,7 +160,10 @@ def obtain_registration(
     secret = answer.get("client_secret") if isinstance(answer.get("client_secret"), str) else None
     granted_method = answer.get("token_endpoint_auth_method")
     uris = answer.get("redirect_uris")
-    expires = answer.get("client_secret_expires_at")
+    try:  # the server's number: checked, never float() of 10**400
+        expires = parse_seconds(answer.get("client_secret_expires_at"), "client_secret_expires_at", maximum=MAX_TIMESTAMP)
+    except ValueError as exc:
+        raise OAuthError(f"dynamic client registration at {safe_url(issuer)} answered what cannot be used: {exc}") from None
     registration = Registration(
         issuer=issuer,
         client_id=answer["client_id"],
@@ -168,7 +171,7 @@ def obtain_registration(
         token_endpoint_auth_method=granted_method if isinstance(granted_method, str) and granted_method else None,
         redirect_uris=tuple(u for u in uris if isinstance(u, str)) if isinstance(uris, list) and uris else (redirect_uri,),
         kind="dcr",
-        secret_expires_at=float(expires) if isinstance(expires, (int, float)) and expires > 0 else None,
+        secret_expires_at=expires or None,  # 0: never (RFC 7591 section 3.2.1)
     )
     log.info("registered with %s as a new OAuth client", safe_url(issuer))
     return registration

@@ -13,7 +13,10 @@ answer a `TokenSet` (a value: the flow stores it, `oauth` turns it into a header
   form-encoded first, RFC 6749 section 2.3.1), `client_secret_post` (both in the body), `none`
   (`client_id` in the body). `private_key_jwt` is `client_credentials`' business (it needs PyJWT).
 - `expires_in` becomes an absolute `expires_at` on the injected clock; a refresh answer without a
-  new refresh token keeps the old one (RFC 6749 section 6).
+  new refresh token keeps the old one (RFC 6749 section 6). `expires_in` is the server's word,
+  checked by `_fetch.parse_seconds`: 0 to 10**9 seconds (a quoted number counts), 0 meaning no
+  known expiry as before; anything else (a bool, a negative, NaN, 10**400, "soon") is a
+  `TokenError` naming it, never an OverflowError or a token that expires at infinity.
 
 Errors are `TokenError` (an `OAuthError`) carrying the server's `error` code (`invalid_grant`
 says "log in again"), never the code, verifier, secret or any token.
@@ -23,13 +26,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ._fetch import FetchError, post_form, safe_url
+from ._fetch import FetchError, parse_seconds, post_form, safe_url
 from .discovery import OAuthError, ServerMetadata
 from .registration import Registration, token_auth_method
 
@@ -84,15 +88,21 @@ class TokenSet:
             return cls(
                 access_token=token,
                 token_type=str(value.get("token_type") or "Bearer"),
-                expires_at=float(value["expires_at"]) if value.get("expires_at") is not None else None,
+                expires_at=_finite(float(value["expires_at"])) if value.get("expires_at") is not None else None,
                 refresh_token=value.get("refresh_token") if isinstance(value.get("refresh_token"), str) else None,
                 scopes=tuple(value["scopes"]) if value.get("scopes") is not None else None,
                 granted=tuple(value["granted"]) if value.get("granted") is not None else None,
                 issuer=value.get("issuer") if isinstance(value.get("issuer"), str) else None,
                 resource=value.get("resource") if isinstance(value.get("resource"), str) else None,
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an integer too large for a float
             return None
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("not a finite time")
+    return value
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -182,15 +192,18 @@ def parse_token_answer(body: Any, issuer: str | None, *, clock: Callable[[], flo
     """A token endpoint's JSON answer as a `TokenSet` (RFC 6749 section 5.1).
 
     Raises:
-        TokenError: no access token, or not a Bearer one.
+        TokenError: no access token, not a Bearer one, or an `expires_in` that is no lifetime.
     """
     if not isinstance(body, dict) or not isinstance(body.get("access_token"), str) or not body["access_token"]:
         raise TokenError(f"the token endpoint {safe_url(where)} answered no access_token")
     token_type = body.get("token_type")
     if not isinstance(token_type, str) or token_type.lower() != "bearer":
         raise TokenError(f"the token endpoint {safe_url(where)} issued a token of type {str(token_type)[:20]!r}, not Bearer")
-    expires_in = body.get("expires_in")
-    expires_at = clock() + float(expires_in) if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0 else None
+    try:
+        lifetime = parse_seconds(body.get("expires_in"), "expires_in")
+    except ValueError as exc:
+        raise TokenError(f"the token endpoint {safe_url(where)} answered an unusable token: {exc}") from None
+    expires_at = clock() + lifetime if lifetime else None
     refresh_token = body.get("refresh_token") if isinstance(body.get("refresh_token"), str) and body.get("refresh_token") else None
     granted = tuple(body["scope"].split()) if isinstance(body.get("scope"), str) else None
     if refresh_token is None and previous is not None:
