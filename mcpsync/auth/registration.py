@@ -9,7 +9,11 @@ one function, `obtain_registration`:
 3. RFC 7591 dynamic client registration at its `registration_endpoint`, with
    `application_type: "native"` (the spec's MUST; a loopback redirect is a native client),
    `redirect_uris`, `grant_types` including `refresh_token` (so refresh tokens may be issued) and
-   the `token_endpoint_auth_method` chosen from the server's metadata;
+   the `token_endpoint_auth_method` chosen from the server's metadata, and no `scope`: RFC 7591
+   makes a registered `scope` the set the client may ever ask for, so naming the first login's
+   scopes would refuse every later step-up (`invalid_scope`), and a server whose own scope list
+   lacks them (the MCP scopes are often its resource server's) refuses the registration itself
+   (`invalid_client_metadata`). Each authorization request names the scopes it needs instead;
 4. else an `OAuthError` saying a client ID is needed.
 
 A `Registration` is bound to the issuer that issued it (the spec's "Authorization Server
@@ -22,7 +26,7 @@ secret, else `none`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -119,7 +123,6 @@ def obtain_registration(
     client_secret: str | None,
     client_metadata_url: str | None,
     client_name: str,
-    scopes: Iterable[str] | None,
     token_endpoint_auth_method: str | None,
     timeout: float,
 ) -> Registration:
@@ -148,9 +151,6 @@ def obtain_registration(
         "token_endpoint_auth_method": method,
         "application_type": "native",
     }
-    scope_list = list(scopes or ())
-    if scope_list:
-        request["scope"] = " ".join(scope_list)
     try:
         answer = post_json(metadata.registration_endpoint, request, timeout=timeout).body
     except FetchError as exc:

@@ -235,7 +235,12 @@ def exchange_code(
 
 def refresh(metadata: ServerMetadata, registration: Registration, tokens: TokenSet, *, resource: str, timeout: float,
             clock: Callable[[], float]) -> TokenSet:
-    """A new access token for `tokens.refresh_token` (same scopes, same resource).
+    """A new access token for `tokens.refresh_token` (the same grant, the same resource).
+
+    The request names no `scope`: RFC 6749 section 6 reads an omitted scope as the one the grant
+    has, and a refresh may ask for no more. The scopes the login asked for are not that: a server
+    may grant fewer (oidc-provider drops `offline_access` without `prompt=consent`), and asking for
+    them again is refused `invalid_scope`, which would end the login at the first expiry.
 
     Raises:
         TokenError: as `request_token` (`invalid_grant`: the refresh token is no longer good).
@@ -244,9 +249,8 @@ def refresh(metadata: ServerMetadata, registration: Registration, tokens: TokenS
     if tokens.refresh_token is None:
         raise ValueError("no refresh token")
     fields = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token, "resource": resource}
-    if tokens.scopes:
-        fields["scope"] = " ".join(tokens.scopes)
     fields, basic = client_fields(registration, metadata, fields)
     fresh = request_token(metadata, fields, basic_auth=basic, timeout=timeout, clock=clock, scopes=tokens.scopes,
                           resource=resource, previous=tokens)
-    return replace(fresh, issuer=tokens.issuer or metadata.issuer)
+    granted = fresh.granted if fresh.granted is not None else tokens.granted  # no `scope` answered: the grant's (RFC 6749 5.1)
+    return replace(fresh, issuer=tokens.issuer or metadata.issuer, granted=granted)
