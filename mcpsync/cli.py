@@ -20,6 +20,8 @@ from ._version import __version__
 from .transport.http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_CALLER,
     DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SERVED_MAX_STREAMS,
@@ -157,6 +159,15 @@ def cli() -> None:
     help=f"HTTP: seconds an idle handshake-era session lives.  [default: {DEFAULT_SESSION_TIMEOUT:g}]",
 )
 @click.option(
+    "--max-sessions-per-caller",
+    type=click.IntRange(min=1),
+    default=None,
+    help="HTTP with --auth-*: handshake-era sessions one caller (one token's principal) holds at once, across every "
+    f"process, so one token cannot evict other callers' sessions or fill the {DEFAULT_MAX_SESSIONS} places. At it, the caller's "
+    "oldest never-used session makes way, else its initialize gets 429 with Retry-After. Raise it for a service account whose "
+    f"many workers share one token.  [default: {DEFAULT_MAX_SESSIONS_PER_CALLER}, or a served Server's own]",
+)
+@click.option(
     "--keepalive",
     type=click.FloatRange(min=0.05),
     default=DEFAULT_KEEPALIVE,
@@ -182,6 +193,7 @@ def serve(
     max_streams: int | None,
     request_timeout: float,
     session_timeout: float,
+    max_sessions_per_caller: int | None,
     keepalive: float,
     auth_resource: str | None,
     auth_issuer: str | None,
@@ -260,6 +272,7 @@ def serve(
         "allowed_origins": allowed_origins or None,
         "request_timeout": request_timeout,
         "session_timeout": session_timeout,
+        "max_sessions_per_caller": max_sessions_per_caller,
         "keepalive": keepalive,
     }
     if http_address is not None and processes is not None and processes > 1:

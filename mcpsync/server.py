@@ -32,6 +32,7 @@ from .transport.http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_CALLER,
     DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SERVED_MAX_STREAMS,
@@ -85,6 +86,12 @@ class Server:
         auth: protects every HTTP endpoint this server makes (`wsgi_app`, `start_http`,
             `serve_http`): only requests with a valid bearer token are served (see `Auth`). stdio
             is never protected: a stdio server takes its credentials from its environment.
+        max_sessions_per_caller: handshake-era HTTP sessions one caller (the principal of its
+            token, `Principal.key`) may hold at once, on every replica together (default 32, well
+            below `max_sessions`' 1024), so one token cannot evict other callers' sessions or lock
+            newcomers out. At the bound the caller's own oldest never-used session gives way,
+            else its `initialize` is answered 429 with `Retry-After`. Endpoints without `auth`
+            have no caller to bound. Each endpoint may give its own (`wsgi_app`, `start_http`).
         bus: where this server's list changes and resource updates meet those of the other
             processes serving the same clients (replicas): a URL ("redis://host:6379/0"; the
             `redis` extra) or a `Bus` (see `mcpsync.bus`); None: this process alone. A change made
@@ -124,7 +131,10 @@ class Server:
         bus: Bus | str | None = None,
         store: Store | None = None,
         single_use_state: bool = False,
+        max_sessions_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER,
     ) -> None:
+        if max_sessions_per_caller < 1:
+            raise ValueError("max_sessions_per_caller must be at least 1")
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
             server_info["title"] = title
@@ -148,6 +158,7 @@ class Server:
         self.shutdown_timeout = shutdown_timeout
         self.drain_timeout = drain_timeout
         self.subscription_cap = subscription_cap
+        self.max_sessions_per_caller = max_sessions_per_caller
         self.auth = auth
         """The `Auth` of the HTTP endpoints made from now on (each may give its own)."""
         self._lock = threading.Lock()
@@ -432,6 +443,7 @@ class Server:
         keepalive: float = DEFAULT_KEEPALIVE,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_sessions_per_caller: int | None = None,
         workers: int | None = None,
         max_body_bytes: int | None = None,
         subscription_cap: int | None = None,
@@ -443,8 +455,9 @@ class Server:
         Host it with any WSGI server that streams (cheroot, gunicorn's gthread workers, uWSGI,
         mod_wsgi), or mount it beside another WSGI app (`fallback=flask_app` serves every other
         path). The keywords are those of `WsgiTransport`; `auth`, `workers`, `max_body_bytes`,
-        `subscription_cap` and `shutdown_timeout` default (None) to this server's `auth`,
-        `workers`, `max_frame_bytes`, `subscription_cap` and `shutdown_timeout`. `bus`, for a
+        `subscription_cap`, `shutdown_timeout` and `max_sessions_per_caller` default (None) to
+        this server's `auth`, `workers`, `max_frame_bytes`, `subscription_cap`,
+        `shutdown_timeout` and `max_sessions_per_caller`. `bus`, for a
         server that has none yet, is `use_bus(bus)` first (as `Server(bus=...)`), so a WSGI module
         can name its Redis where it makes the app. The app stops with `shutdown()`.
         """
@@ -462,6 +475,7 @@ class Server:
             keepalive=keepalive,
             session_timeout=session_timeout,
             max_sessions=max_sessions,
+            max_sessions_per_caller=max_sessions_per_caller,
             workers=workers,
             max_body_bytes=max_body_bytes,
             subscription_cap=subscription_cap,
@@ -488,6 +502,7 @@ class Server:
         keepalive: float = DEFAULT_KEEPALIVE,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_sessions_per_caller: int | None = None,
         workers: int | None = None,
         max_body_bytes: int | None = None,
         subscription_cap: int | None = None,
@@ -519,6 +534,7 @@ class Server:
                 keepalive=keepalive,
                 session_timeout=session_timeout,
                 max_sessions=max_sessions,
+                max_sessions_per_caller=max_sessions_per_caller,
                 workers=workers,
                 max_body_bytes=max_body_bytes,
                 subscription_cap=streams if subscription_cap is None else subscription_cap,
@@ -544,6 +560,7 @@ class Server:
         keepalive: float = DEFAULT_KEEPALIVE,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_sessions_per_caller: int | None = None,
         workers: int | None = None,
         max_body_bytes: int | None = None,
         subscription_cap: int | None = None,
@@ -568,6 +585,7 @@ class Server:
             keepalive=keepalive,
             session_timeout=session_timeout,
             max_sessions=max_sessions,
+            max_sessions_per_caller=max_sessions_per_caller,
             workers=workers,
             max_body_bytes=max_body_bytes,
             subscription_cap=subscription_cap,
@@ -617,6 +635,7 @@ class Server:
         keepalive: float,
         session_timeout: float,
         max_sessions: int,
+        max_sessions_per_caller: int | None,
         workers: int | None,
         max_body_bytes: int | None,
         subscription_cap: int | None,
@@ -639,6 +658,7 @@ class Server:
             subscription_cap=self.subscription_cap if subscription_cap is None else subscription_cap,
             session_timeout=session_timeout,
             max_sessions=max_sessions,
+            max_sessions_per_caller=self.max_sessions_per_caller if max_sessions_per_caller is None else max_sessions_per_caller,
             workers=self.workers if workers is None else workers,
             shutdown_timeout=self.shutdown_timeout if shutdown_timeout is None else shutdown_timeout,
             on_stopped=on_stopped,

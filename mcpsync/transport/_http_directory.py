@@ -53,7 +53,7 @@ from typing import Any
 import ujson
 
 from ..bus import Bus
-from ..bus.store import SessionRecord, Store, StoreUnavailable
+from ..bus.store import Creation, SessionRecord, Store, StoreUnavailable
 from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Response
@@ -84,12 +84,13 @@ class LocalDirectory:
     def __init__(self, table: SessionTable) -> None:
         self.table = table
 
-    def reserve(self) -> HttpSession | None:
-        return self.table.new()
+    def reserve(self, principal_key: str | None) -> HttpSession | None:
+        """A session for this caller's `initialize`; None when the table has no room (503)."""
+        return self.table.new(principal_key)
 
-    def commit(self, created: HttpSession) -> bool:
-        self.table.add(created)
-        return True
+    def commit(self, created: HttpSession) -> Creation:
+        """`initialize` succeeded; refused when its caller is at its bound (the table's `add`)."""
+        return self.table.add(created)
 
     def find(self, session_id: str) -> HttpSession | None:
         return self.table.find(session_id)
@@ -199,6 +200,9 @@ class SharedDirectory:
         bus: the bus the replicas share (answers, cancellations and ends travel on it).
         ttl: seconds a session may stay idle before it expires, everywhere.
         cap: live sessions at most, across the replicas (`Store.create_session`).
+        caller_cap: live sessions at most of one caller (`Principal.key`), across the replicas;
+            None: no bound of its own. The store applies it, atomically, so this process's table
+            of copies does not.
         capacity: the channel capacity of each GET stream (also the most read from a log at once).
         max_local: copies this process keeps at most (idle ones beyond it are dropped).
         keep_interval: seconds between the keeper's rounds (default: a third of `ttl`, at most 60).
@@ -214,11 +218,13 @@ class SharedDirectory:
         capacity: int,
         max_local: int,
         keep_interval: float | None = None,
+        caller_cap: int | None = None,
     ) -> None:
         self._store = store
         self._bus = bus
         self._ttl = ttl
         self._cap = cap
+        self._caller_cap = caller_cap
         self._capacity = capacity
         tag = os.urandom(4).hex()  # this process's asks: an answer routed by the bus settles one
         self.table = SessionTable(idle_timeout=ttl, max_sessions=max_local, capacity=capacity, session_factory=self._session_for, ask_prefix=f"mcpsync-{tag}-")
@@ -251,12 +257,14 @@ class SharedDirectory:
         return SharedSession(write, subscribe)
 
     # -- what the transport asks -------------------------------------------------------------------
-    def reserve(self) -> HttpSession | None:
-        return self.table.new()
+    def reserve(self, principal_key: str | None) -> HttpSession | None:
+        """A session for this caller's `initialize` (a copy here; the store decides at `commit`)."""
+        return self.table.new(principal_key)
 
-    def commit(self, created: HttpSession) -> bool:
-        """`initialize` succeeded: the session exists for every replica from now on; False when
-        the store holds `cap` sessions in use (503)."""
+    def commit(self, created: HttpSession) -> Creation:
+        """`initialize` succeeded: the session exists for every replica from now on, unless the
+        store refuses it (`Store.create_session`: the table full, 503, or its caller at its bound,
+        429)."""
         session = created.session
         record = SessionRecord(
             protocol_version=session.negotiated_version or "",
@@ -264,10 +272,10 @@ class SharedDirectory:
             client_info=session.client_info,
             principal_key=created.principal_key,
         )
-        if not self._store.create_session(created.id, record, ttl=self._ttl, cap=self._cap):
-            return False
-        self.table.add(created)
-        return True
+        outcome = self._store.create_session(created.id, record, ttl=self._ttl, cap=self._cap, caller_cap=self._caller_cap)
+        if outcome:
+            self.table.add(created)
+        return outcome
 
     def find(self, session_id: str) -> HttpSession | None:
         """The session as the store has it (its copy here, if checked within `recheck` and the
@@ -285,11 +293,10 @@ class SharedDirectory:
         if record is None:
             self.table.remove(session_id)
             return None
-        owner, made = self.table.adopt(session_id)
+        owner, made = self.table.adopt(session_id, record.principal_key)
         session = owner.session
         assert isinstance(session, SharedSession)
         if made:
-            owner.principal_key = record.principal_key
             owner.cursor = record.cursor
             session.restore(record)
         else:

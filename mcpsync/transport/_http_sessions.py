@@ -36,6 +36,28 @@ answers None (the transport answers 503), as before. An evicted session ends as 
 does: its GET-stream channel closes, its pending asks fail, later requests naming it get 404.
 Evictions are logged at DEBUG; a refusal warns once until a session can be created again.
 
+Sessions are also bounded per caller (`max_per_caller`, the caller being `Principal.key`), the
+rule `Store.create_session` states for replicas, so one token cannot take every place:
+
+- a caller holding `max_per_caller` sessions gives up its own fresh session that has waited
+  longest for its next one; when all of its sessions are used, `add` refuses it
+  (`Creation.CALLER_FULL`, which the transport answers 429): nobody else's session is touched;
+- the table-wide eviction above takes only what may give way: the asking caller's own sessions,
+  or those of a caller holding more than the asking caller will once its new session is added
+  (its count plus one). A newcomer therefore displaces a caller holding two or more, never the
+  only session of anyone, and never one of a caller no larger than itself.
+
+What the full table then gives a new caller: a session as long as some caller holds two or more
+sessions that may give way (fresh, or idle past the grace); 503 only when every caller holds at
+most one, or the rest are busy or in recent use. So locking newcomers out takes `max_sessions`
+callers (distinct principals the authorization server vouched for) each keeping a session, or
+sessions really in use, which is what `max_sessions` is sized for.
+
+The unauthenticated (an endpoint without `Auth`, principal None) are one caller with no bound of
+its own: everyone there shares the table as before, and a flood of `initialize` displaces fresh
+sessions first, as above. They are not bounded by client address, since behind a reverse proxy
+every client has the proxy's.
+
 Each session also keeps its server-to-client requests awaiting an answer (`PendingAsks`): an
 elicitation, sampling or roots request goes out on the asking request's own stream, and the client
 answers with a POST of its own that names the session, so the answer is matched here by id. When
@@ -62,6 +84,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from ..bus.store import Creation
 from ..engine.session import Session
 from ..protocol.sse import event_number
 from ._asks import PendingAsks
@@ -70,6 +93,9 @@ from ._http_stream import Channel, Event, Exchange
 log = logging.getLogger("mcpsync")
 
 EVICTION_GRACE = 10.0  # seconds an idle, once-used session is safe from eviction (see the module docstring)
+FULL_RETRY_AFTER = 10
+"""Seconds (`Retry-After`) a client refused a session (503, 429) is told to wait: the eviction
+grace, after which a session idle since may give way."""
 
 
 SessionFactory = Callable[[str], Session]
@@ -88,13 +114,14 @@ class HttpSession:
         *,
         session: Session | None = None,
         ask_prefix: str = "mcpsync-",
+        principal_key: str | None = None,
     ) -> None:
         self.id = session_id
         self.session = Session() if session is None else session
         self.events = Channel(capacity)  # unsolicited notifications for the GET stream, as `Event`s
         self.asks = PendingAsks(ask_prefix)  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
-        self.principal_key: str | None = None  # who created it (`Principal.key`); only they may use it
+        self.principal_key = principal_key  # who created it (`Principal.key`); only they may use it; fixed
         self.last_seen = now
         # The GET stream's events: `feed_lock` orders what goes into `events`; `cursor` is the id of
         # the last event put there (a shared store's log is read after it); `_recent` keeps the
@@ -163,14 +190,17 @@ class SessionTable:
         eviction_grace: float = EVICTION_GRACE,
         session_factory: SessionFactory | None = None,
         ask_prefix: str = "mcpsync-",
+        max_per_caller: int | None = None,
     ) -> None:
         self._sessions: dict[str, HttpSession] = {}
+        self._held: collections.Counter[str | None] = collections.Counter()  # sessions per principal key
         # The idle sessions, each queue in order of last_seen (the front has waited longest).
         self._fresh: OrderedDict[str, HttpSession] = OrderedDict()  # no request since initialize
         self._idle: OrderedDict[str, HttpSession] = OrderedDict()  # used; least recently first
         self._lock = threading.Lock()
         self._idle_timeout = idle_timeout
         self._max = max_sessions
+        self._max_per_caller = max_per_caller  # None: the shared store bounds callers (`add` does not)
         self._capacity = capacity
         self._clock = clock
         self._grace = eviction_grace
@@ -181,13 +211,13 @@ class SessionTable:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def new(self) -> HttpSession | None:
-        """A session for an `initialize` (not yet in the table); None when the table is full of
-        sessions in active use. Makes room first: see the module docstring."""
+    def new(self, principal_key: str | None = None) -> HttpSession | None:
+        """A session for an `initialize` by this caller (not yet in the table); None when the table
+        is full of sessions that may not give way to it. Makes room first: see the module docstring."""
         with self._lock:
             now = self._clock()
             expired = self._expire_locked(now)
-            evicted = self._evict_locked(now)
+            evicted = self._evict_locked(now, principal_key)
             full = len(self._sessions) >= self._max
             warn = full and not self._refusing
             self._refusing = full
@@ -203,13 +233,15 @@ class SessionTable:
                     self._grace,
                 )
             return None
-        return self._make(secrets.token_urlsafe(24))
+        return self._make(secrets.token_urlsafe(24), principal_key)
 
-    def _make(self, session_id: str) -> HttpSession:
+    def _make(self, session_id: str, principal_key: str | None) -> HttpSession:
         session = None if self._session_factory is None else self._session_factory(session_id)
-        return HttpSession(session_id, self._capacity, self._clock(), self._set_streaming, session=session, ask_prefix=self._ask_prefix)
+        return HttpSession(
+            session_id, self._capacity, self._clock(), self._set_streaming, session=session, ask_prefix=self._ask_prefix, principal_key=principal_key
+        )
 
-    def adopt(self, session_id: str) -> tuple[HttpSession, bool]:
+    def adopt(self, session_id: str, principal_key: str | None) -> tuple[HttpSession, bool]:
         """This process's copy of a session the shared store knows, made now if it has none (a
         request of a session another replica created): (the copy, whether it is new). Seen now,
         like `find`; a new copy is never fresh and may exceed `max_sessions` (the store holds
@@ -220,8 +252,9 @@ class SessionTable:
             session = self._sessions.get(session_id)
             made = session is None
             if session is None:
-                session = self._make(session_id)
+                session = self._make(session_id, principal_key)
                 self._sessions[session_id] = session
+                self._held[principal_key] += 1
             self._touch_locked(session, now)
         _end([(ended, []) for ended in expired], "the session expired")
         return session, made
@@ -231,12 +264,38 @@ class SessionTable:
         with self._lock:
             return self._sessions.get(session_id)
 
-    def add(self, session: HttpSession) -> None:
-        """`initialize` succeeded: from now on the session is found by its id."""
+    def add(self, session: HttpSession) -> Creation:
+        """`initialize` succeeded: from now on the session is found by its id. A caller holding
+        `max_per_caller` sessions first gives up its own oldest fresh one; when all of its sessions
+        are used, the session is not added (`Creation.CALLER_FULL`). Checked here, under the lock
+        that adds, so concurrent `initialize`s of one caller cannot pass its bound together."""
+        key = session.principal_key
+        evicted: HttpSession | None = None
         with self._lock:
-            session.last_seen = self._clock()
-            self._sessions[session.id] = session
-            self._fresh[session.id] = session
+            now = self._clock()
+            expired = self._expire_locked(now)
+            if self._max_per_caller is not None and key is not None and self._held[key] >= self._max_per_caller:
+                evicted = next((own for own in self._fresh.values() if own.principal_key == key), None)
+                if evicted is None:
+                    refused = True
+                else:
+                    self._pop_locked(evicted.id)
+                    refused = False
+            else:
+                refused = False
+            if not refused:
+                session.last_seen = now
+                self._sessions[session.id] = session
+                self._fresh[session.id] = session
+                self._held[key] += 1
+        _end([(ended, []) for ended in expired], "the session expired")
+        if evicted is not None:
+            _end([(evicted, [])], "the session was evicted: its caller opened more sessions than it may hold")
+            log.debug("session %s evicted: its caller holds %d sessions, its most", evicted.id[:8], self._max_per_caller)
+        if refused:
+            log.info("refused a session (429): its caller holds %d sessions, all in use", self._max_per_caller)
+            return Creation.CALLER_FULL
+        return Creation.CREATED
 
     def find(self, session_id: str) -> HttpSession | None:
         """The live session with this id (seen now, so no longer fresh), or None if unknown,
@@ -265,6 +324,7 @@ class SessionTable:
             self._sessions.clear()
             self._fresh.clear()
             self._idle.clear()
+            self._held.clear()
             ending = _ending(sessions)
         _end(ending, "the server is shutting down")
         return sessions
@@ -329,26 +389,43 @@ class SessionTable:
                 expired.append(session)
         return expired
 
-    def _evict_locked(self, now: float) -> list[tuple[HttpSession, str]]:
-        """While the table is full: remove the oldest fresh session, else the least recently used
-        idle one past the grace; stop when neither exists. Each with why, for the log."""
+    def _evict_locked(self, now: float, key: str | None) -> list[tuple[HttpSession, str]]:
+        """While the table is full: remove the oldest fresh session that may give way to caller
+        `key`, else the least recently used idle one past the grace that may; stop when neither
+        exists. Each with why, for the log."""
         evicted: list[tuple[HttpSession, str]] = []
         while len(self._sessions) >= self._max:
-            if self._fresh:
-                session = next(iter(self._fresh.values()))
+            session = next((each for each in self._fresh.values() if self._gives_way(each, key)), None)
+            if session is not None:
                 why = f"it made no request in the {now - session.last_seen:.1f} s since its initialize"
-            elif self._idle and now - (session := next(iter(self._idle.values()))).last_seen > self._grace:
-                why = f"it was the least recently used, idle for {now - session.last_seen:.1f} s"
             else:
+                for each in self._idle.values():
+                    if now - each.last_seen <= self._grace:
+                        break  # the queue is in order of last_seen: the rest are more recent
+                    if self._gives_way(each, key):
+                        session = each
+                        why = f"it was the least recently used, idle for {now - session.last_seen:.1f} s"
+                        break
+            if session is None:
                 break
             self._pop_locked(session.id)
             evicted.append((session, why))
         return evicted
 
+    def _gives_way(self, session: HttpSession, key: str | None) -> bool:
+        """May this session make room for caller `key`: its own, or its caller holds more than
+        `key` will once its new session is added (see the module docstring)."""
+        return session.principal_key == key or self._held[session.principal_key] > self._held[key] + 1
+
     def _pop_locked(self, session_id: str) -> HttpSession | None:
         self._fresh.pop(session_id, None)
         self._idle.pop(session_id, None)
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            self._held[session.principal_key] -= 1
+            if not self._held[session.principal_key]:
+                del self._held[session.principal_key]
+        return session
 
 
 def _ending(sessions: list[HttpSession]) -> list[tuple[HttpSession, list[Exchange]]]:

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..auth.principal import InsufficientScope
 from ..auth.resource import AuthRefusal
-from ..bus.store import RETRY_AFTER, StoreUnavailable
+from ..bus.store import RETRY_AFTER, Creation, StoreUnavailable
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
@@ -89,13 +89,14 @@ from ._http_rules import (
     rebinding_refusal,
     route,
 )
-from ._http_sessions import HttpSession, SessionTable
+from ._http_sessions import FULL_RETRY_AFTER, HttpSession, SessionTable
 from ._http_stream import CLOSED, RELEASE, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._wsgi_server import RESPOND_NOW
 from .http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_CALLER,
     DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
@@ -172,6 +173,9 @@ class WsgiTransport:
         subscription_cap: `subscriptions/listen` streams open at once.
         session_timeout: seconds a handshake-era session may stay idle before it expires.
         max_sessions: handshake-era sessions at once.
+        max_sessions_per_caller: handshake-era sessions one caller (`Principal.key`) holds at once;
+            at it, the caller's own oldest never-used session gives way, else it is refused 429
+            (see `_http_sessions`). No bound for an endpoint without `auth`.
         workers: threads running requests that may speak before their answer (tools with a
             `Context`, prompts, resource reads) at once; more wait their turn.
         shutdown_timeout: how long `shutdown()` waits for running requests.
@@ -200,13 +204,20 @@ class WsgiTransport:
         subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
         session_timeout: float = DEFAULT_SESSION_TIMEOUT,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_sessions_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER,
         workers: int = 16,
         shutdown_timeout: float = 5.0,
         on_stopped: Callable[[], None] | None = None,
         store: Store | None = None,
         bus: Bus | None = None,
     ) -> None:
-        for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("max_sessions", max_sessions), ("workers", workers)):
+        for name, value in (
+            ("max_body_bytes", max_body_bytes),
+            ("max_streams", max_streams),
+            ("max_sessions", max_sessions),
+            ("max_sessions_per_caller", max_sessions_per_caller),
+            ("workers", workers),
+        ):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name, number in (("request_timeout", request_timeout), ("keepalive", keepalive), ("session_timeout", session_timeout)):
@@ -231,12 +242,14 @@ class WsgiTransport:
         self._on_stopped = on_stopped
         self._directory: LocalDirectory | SharedDirectory
         if store is None:
-            self._directory = LocalDirectory(SessionTable(idle_timeout=session_timeout, max_sessions=max_sessions, capacity=CHANNEL_CAPACITY))
+            self._directory = LocalDirectory(
+                SessionTable(idle_timeout=session_timeout, max_sessions=max_sessions, capacity=CHANNEL_CAPACITY, max_per_caller=max_sessions_per_caller)
+            )
         else:
             if bus is None:
                 raise ValueError("a shared session store needs the replicas' bus")
             self._directory = SharedDirectory(
-                store, bus, ttl=session_timeout, cap=max_sessions, capacity=CHANNEL_CAPACITY, max_local=max_sessions
+                store, bus, ttl=session_timeout, cap=max_sessions, capacity=CHANNEL_CAPACITY, max_local=max_sessions, caller_cap=max_sessions_per_caller
             )
         self._sessions = self._directory.table
         self._detached = DetachedStreams()
@@ -348,10 +361,9 @@ class WsgiTransport:
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
             return self._run(environ, start_response, exchange, session, Era.MODERN, check, principal)
         if message.method == "initialize":
-            created = self._directory.reserve()
+            created = self._directory.reserve(None if principal is None else principal.key)
             if created is None:
-                raise _Refused(503, "Service Unavailable: too many sessions", message.id)
-            created.principal_key = None if principal is None else principal.key
+                raise _sessions_refused(Creation.FULL, message.id)
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
             return self._run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
         owner = self._session_of(environ, principal, message.id)
@@ -578,8 +590,9 @@ class WsgiTransport:
         extra = []
         if created is not None and final.claims is Era.HANDSHAKE:
             created.session.commit_era(Era.HANDSHAKE)
-            if not self._directory.commit(created):
-                raise _Refused(503, "Service Unavailable: too many sessions", request_id)
+            outcome = self._directory.commit(created)
+            if not outcome:
+                raise _sessions_refused(outcome, request_id)
             extra.append(("Mcp-Session-Id", created.id))
         extra.extend(final.headers)
         return json_reply(start_response, final.status, final.frame, extra)
@@ -798,3 +811,12 @@ class WsgiTransport:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _sessions_refused(outcome: Creation, request_id: Any) -> _Refused:
+    """No session for this `initialize`: 429 when the caller's own sessions fill its bound, 503
+    when the table is full; either way with `Retry-After`."""
+    retry = [("Retry-After", str(FULL_RETRY_AFTER))]
+    if outcome is Creation.CALLER_FULL:
+        return _Refused(429, "Too Many Requests: this caller holds its most sessions, all in use; end one (DELETE) or reuse it", request_id, headers=retry)
+    return _Refused(503, "Service Unavailable: too many sessions", request_id, headers=retry)

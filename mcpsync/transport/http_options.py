@@ -26,3 +26,8 @@ thread; `DEFAULT_MAX_STREAMS` is the WSGI app's default under other servers, whe
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 """A WSGI application (PEP 3333): called with the environ and `start_response`."""
+DEFAULT_MAX_SESSIONS_PER_CALLER = 32
+"""Handshake-era sessions one caller (`Principal.key`) holds at once, across replicas. Well below
+`DEFAULT_MAX_SESSIONS` (1024), so one token cannot fill the table: a person's clients, tabs and
+agents rarely hold more than a few sessions of one server; a service account that fans out to many
+workers with one token may need it raised. Unauthenticated endpoints have no caller to bound."""

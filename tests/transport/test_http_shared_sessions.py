@@ -18,6 +18,7 @@ import pytest
 
 from mcpsync import Context, Server, Service
 from mcpsync.bus import MemoryBus, MemoryStore, StoreUnavailable
+from mcpsync.bus.store import Creation
 
 from .._timeouts import LONG
 from ..sse_stream import SseStream
@@ -288,10 +289,10 @@ class FailingStore(MemoryStore):
             raise StoreUnavailable("the store is down (test)")
         return super().load_session(session_id, ttl=ttl)
 
-    def create_session(self, session_id: str, record: Any, *, ttl: float, cap: int) -> bool:
+    def create_session(self, session_id: str, record: Any, *, ttl: float, cap: int, caller_cap: int | None = None) -> Creation:
         if self.down:
             raise StoreUnavailable("the store is down (test)")
-        return super().create_session(session_id, record, ttl=ttl, cap=cap)
+        return super().create_session(session_id, record, ttl=ttl, cap=cap, caller_cap=caller_cap)
 
 
 def test_a_session_request_while_the_store_is_down_is_503_with_retry_after() -> None:

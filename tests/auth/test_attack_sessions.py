@@ -1,0 +1,265 @@
+"""One caller cannot take the handshake-era session table from the others: over real HTTP on
+loopback, with JWTs signed by `Authority` and checked by `JwtVerifier`, in one process, across two
+replicas sharing a `MemoryStore`, and across two replicas sharing a real Redis (Debian's
+redis-server).
+
+The attack: caller A (one token's principal) sends `initialize` after `initialize`, `cap + 100` of
+them, where `cap` is `max_sessions_per_caller` and the table (`max_sessions`) is smaller than A's
+flood. Before the per-caller bound, A's sessions filled the table: a newcomer got 503, and an idle
+session of another caller could be evicted. Now A holds at most `cap`: its own oldest never-used
+session gives way to its next one, and once every one of its sessions is used, A alone is refused
+429 with `Retry-After`. Caller B's idle session keeps answering and a new caller C is served.
+
+When many callers together fill the table, a newcomer still gets a place from any caller holding
+two or more never-used sessions; it is refused 503 (with `Retry-After`) only when every caller
+holds at most one session or the others are in use. An endpoint without `Auth` has no caller to
+bound: its sessions share the table as before.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mcpsync import Server, Service
+from mcpsync.auth import Auth
+from mcpsync.auth.jwt import JwtVerifier
+from mcpsync.bus import MemoryBus, MemoryStore, RedisBus
+from mcpsync.bus.redis_store import RedisStore
+
+from .._timeouts import LONG
+from ..bus.redis_server import RedisServer
+from .authority import Authority
+
+pytestmark = pytest.mark.timeout(60)
+
+RESOURCE = "http://127.0.0.1/mcp"
+VERSION = "2025-11-25"
+CAP = 8  # max_sessions_per_caller in most tests (the default, 32, is checked on its own)
+TABLE = 24  # max_sessions: below A's cap + 100, so A alone could fill it before the bound
+_namespaces = itertools.count()
+TIES = 2  # sessions Redis may count as made in one millisecond with the last one evicted
+
+
+def tools() -> Service:
+    service = Service("tools")
+
+    @service.tool
+    def echo(text: str) -> str:
+        """Says it back."""
+        return text
+
+    return service
+
+
+class Replica:
+    """One server on a free loopback port, and the requests a client makes of it, on one kept-alive
+    connection (so a flood of `initialize` costs no new connection each)."""
+
+    def __init__(self, server: Server, **options: Any) -> None:
+        self.server = server
+        url = server.start_http("127.0.0.1", 0, keepalive=0.2, threads=8, **options).url
+        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
+        self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=LONG)
+
+    def post(self, token: str | None, frame: dict[str, Any], session: str | None = None) -> tuple[int, http.client.HTTPMessage, Any]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": VERSION}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if session is not None:
+            headers["Mcp-Session-Id"] = session
+        self._connection.request("POST", "/mcp", json.dumps(frame), headers)
+        response = self._connection.getresponse()
+        body = response.read()
+        if response.getheader("Connection", "").lower() == "close":
+            self._connection.close()
+        return response.status, response.headers, json.loads(body) if body.strip() else None
+
+    def initialize(self, token: str | None, *, use: bool = True) -> tuple[int, str | None, http.client.HTTPMessage]:
+        """(status, the session id, the headers) of an `initialize`; with `use`, the session is
+        then used (`notifications/initialized`), as every real client does at once."""
+        params = {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        status, headers, _ = self.post(token, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+        session = headers.get("Mcp-Session-Id")
+        if status == 200 and use:
+            assert session is not None
+            assert self.post(token, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)[0] == 202
+        return status, session, headers
+
+    def call(self, token: str | None, session: str | None) -> int:
+        """The status of a tool call in the session (200 served, 404 the session is gone)."""
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
+        status, _, body = self.post(token, frame, session)
+        if status == 200:
+            assert body["result"]["content"][0]["text"] == "hi"
+        return status
+
+    def close(self) -> None:
+        self._connection.close()
+        assert self.server.close(LONG)
+
+
+class Deployment:
+    """The replicas a load balancer without affinity spreads requests over (one: a lone process)."""
+
+    def __init__(self, replicas: list[Replica]) -> None:
+        self.replicas = replicas
+        self._next = itertools.cycle(replicas)
+
+    def any(self) -> Replica:
+        return next(self._next)
+
+    def close(self) -> None:
+        for replica in self.replicas:
+            replica.close()
+
+
+@pytest.fixture
+def authority() -> Iterator[Authority]:
+    with Authority(audience=RESOURCE) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+def jwt_auth(authority: Authority) -> Auth:
+    verifier = JwtVerifier(jwks_url=authority.jwks_url, issuer=authority.issuer, audience=RESOURCE, min_refresh_interval=0.001)
+    return Auth(verifier, resource=RESOURCE, authorization_servers=[authority.issuer])
+
+
+def deploy(kind: str, auth: Auth | None, request: pytest.FixtureRequest, **options: Any) -> Deployment:
+    """`kind`: "alone" (one process), "memory" (two replicas, one MemoryStore), "redis" (two
+    replicas on a real Redis, each with its own RedisBus and RedisStore)."""
+    if kind == "alone":
+        return Deployment([Replica(Server("alone", services=[tools()], auth=auth), **options)])
+    if kind == "memory":
+        store, bus = MemoryStore(), MemoryBus()
+        servers = [Server("a", services=[tools()], auth=auth, bus=bus, store=store), Server("b", services=[tools()], auth=auth, bus=bus.peer(), store=store)]
+    else:
+        url = request.getfixturevalue("redis_server").url
+        namespace = f"attack{next(_namespaces)}:"
+        servers = [
+            Server(name, services=[tools()], auth=auth, bus=RedisBus(url, namespace=namespace), store=RedisStore(url, namespace=namespace))
+            for name in ("a", "b")
+        ]
+    return Deployment([Replica(server, **options) for server in servers])
+
+
+KINDS = ["alone", "memory", "redis"]
+
+
+@pytest.fixture(params=KINDS)
+def deployment(request: pytest.FixtureRequest, authority: Authority) -> Iterator[Deployment]:
+    made = deploy(request.param, jwt_auth(authority), request, max_sessions=TABLE, max_sessions_per_caller=CAP)
+    yield made
+    made.close()
+
+
+# -- one caller's flood --------------------------------------------------------------------------
+def test_a_flood_of_used_sessions_is_refused_429_to_its_caller_alone(deployment: Deployment, authority: Authority) -> None:
+    a, b, c = (authority.mint(claims={"sub": name}) for name in ("alice", "bob", "carol"))
+    status, b_session, _ = deployment.any().initialize(b)
+    assert status == 200 and b_session is not None
+    held: list[str] = []
+    refusals = []
+    for _ in range(CAP + 100):
+        status, session, headers = deployment.any().initialize(a)
+        if status == 200:
+            assert session is not None
+            held.append(session)
+        else:
+            refusals.append((status, headers.get("Retry-After")))
+    assert len(held) == CAP  # every one used: none may give way, so A is refused from then on
+    assert refusals == [(429, "10")] * 100
+    for replica in deployment.replicas:
+        assert replica.call(b, b_session) == 200  # B's idle session was not touched
+    status, c_session, _ = deployment.any().initialize(c)
+    assert status == 200 and c_session is not None  # and a newcomer is served
+    assert all(deployment.any().call(a, session) == 200 for session in held)  # A keeps what it has
+
+
+def test_a_flood_of_unused_sessions_evicts_only_its_callers_oldest(deployment: Deployment, authority: Authority) -> None:
+    a, b, c = (authority.mint(claims={"sub": name}) for name in ("alice", "bob", "carol"))
+    status, b_session, _ = deployment.any().initialize(b, use=False)  # B's: never used, the oldest of all
+    assert status == 200 and b_session is not None
+    opened = []
+    for _ in range(CAP + 100):
+        status, session, _ = deployment.any().initialize(a, use=False)
+        assert status == 200 and session is not None  # a client that never came back loses nothing
+        opened.append(session)
+    assert deployment.any().call(b, b_session) == 200
+    status, c_session, _ = deployment.any().initialize(c)
+    assert status == 200 and c_session is not None
+    statuses = [deployment.any().call(a, session) for session in opened]
+    assert statuses.count(404) == 100 and statuses.count(200) == CAP  # A holds its cap: its oldest gave way
+    # (Redis orders them by its clock's millisecond: two made in the same one may swap places)
+    assert statuses[: 100 - TIES] == [404] * (100 - TIES) and statuses[-CAP + TIES :] == [200] * (CAP - TIES)
+
+
+def test_a_caller_that_ends_a_session_may_open_another(deployment: Deployment, authority: Authority) -> None:
+    a = authority.mint(claims={"sub": "alice"})
+    sessions = [deployment.any().initialize(a)[1] for _ in range(CAP)]
+    assert deployment.any().initialize(a)[0] == 429
+    replica = deployment.any()
+    replica._connection.request("DELETE", "/mcp", headers={"Authorization": f"Bearer {a}", "Mcp-Session-Id": str(sessions[0]), "MCP-Protocol-Version": VERSION})
+    response = replica._connection.getresponse()
+    response.read()
+    assert response.status == 204
+    assert deployment.any().initialize(a)[0] == 200
+
+
+# -- many callers together -----------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_full_table_gives_a_newcomer_the_place_of_a_caller_holding_more(kind: str, authority: Authority, request: pytest.FixtureRequest) -> None:
+    table, cap = 6, 3
+    deployment = deploy(kind, jwt_auth(authority), request, max_sessions=table, max_sessions_per_caller=cap)
+    try:
+        token = {name: authority.mint(claims={"sub": name}) for name in ("alice", "bob", "carol", "dave", "erin", "frank", "grace")}
+        alice = [deployment.any().initialize(token["alice"], use=False)[1] for _ in range(cap)]  # 3 never used
+        bob = [deployment.any().initialize(token["bob"])[1] for _ in range(cap)]  # 3 in use: the table is full
+        for name in ("carol", "dave"):  # each newcomer takes one of Alice's unused places
+            assert deployment.any().initialize(token[name])[0] == 200
+        assert [deployment.any().call(token["alice"], session) for session in alice[:2]] == [404, 404]
+        assert all(deployment.any().call(token["bob"], session) == 200 for session in bob)
+        # Alice holds one now, as each newcomer does: no caller gives its only session away
+        status, _, headers = deployment.any().initialize(token["erin"])
+        assert (status, headers.get("Retry-After")) == (503, "10")
+        # a caller's own unused session still makes way for its next one: Alice's last
+        status, newest, _ = deployment.any().initialize(token["alice"], use=False)
+        assert status == 200 and newest is not None
+        assert deployment.any().call(token["alice"], alice[2]) == 404
+        assert deployment.any().call(token["alice"], newest) == 200
+    finally:
+        deployment.close()
+
+
+# -- without Auth ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["alone", "memory"])
+def test_without_auth_every_client_shares_the_table_as_before(kind: str, request: pytest.FixtureRequest) -> None:
+    deployment = deploy(kind, None, request, max_sessions=TABLE, max_sessions_per_caller=2)
+    try:
+        sessions = [deployment.any().initialize(None)[1] for _ in range(5)]  # more than 2: no caller to bound
+        assert all(session is not None and deployment.any().call(None, session) == 200 for session in sessions)
+    finally:
+        deployment.close()
+
+
+# -- the default bound ----------------------------------------------------------------------------
+def test_by_default_one_caller_holds_32_sessions_and_others_are_served(authority: Authority, request: pytest.FixtureRequest) -> None:
+    deployment = deploy("alone", jwt_auth(authority), request, max_sessions=64)
+    try:
+        a, c = authority.mint(claims={"sub": "alice"}), authority.mint(claims={"sub": "carol"})
+        statuses = [deployment.any().initialize(a)[0] for _ in range(32 + 100)]
+        assert statuses == [200] * 32 + [429] * 100
+        assert deployment.any().initialize(c)[0] == 200
+    finally:
+        deployment.close()
