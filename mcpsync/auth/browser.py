@@ -12,7 +12,10 @@ and the thread is joined with a timeout.
 
 `open_browser(url)` is the default `redirect_handler`: `webbrowser.open`, and when no browser
 opens (a server, a container), the URL printed to stderr for the user to open elsewhere. It is
-printed, not logged: a log may be collected, and the URL carries the login's `state`.
+printed, not logged: a log may be collected, and the URL carries the login's `state`. It opens
+only what `browser_url` lets through (https, or http on loopback: `_fetch.ENDPOINT_RULE`), a
+second line behind discovery's check of the metadata: whatever builds the URL, the user's browser
+is never handed a `file:`, `javascript:` or `data:` URL, nor one with credentials.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ import webbrowser
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
+from ._fetch import ENDPOINT_RULE, endpoint_problem, safe_url
 from .discovery import OAuthError
 
 log = logging.getLogger("mcpsync")
 
-__all__ = ["LoopbackListener", "open_browser"]
+__all__ = ["LoopbackListener", "browser_url", "open_browser"]
 
 _PAGE = (b"<!doctype html><html><head><meta charset='utf-8'><title>mcpsync</title></head>"
          b"<body><p>The login is complete: you can close this window.</p></body></html>")
@@ -40,8 +44,25 @@ _READ_TIMEOUT = 5.0
 """How long one browser connection may take to send its request (bounds the thread's every read)."""
 
 
+def browser_url(url: str) -> str:
+    """`url` if it may be shown to the user's browser (https, or http on loopback).
+
+    Raises:
+        OAuthError: it may not (the message names the rule, never the query).
+    """
+    problem = endpoint_problem(url)
+    if problem is not None:
+        raise OAuthError(f"refusing to open {safe_url(url)[:80]!r} in the browser ({problem}): {ENDPOINT_RULE}")
+    return url
+
+
 def open_browser(url: str) -> None:
-    """Open `url` in the user's browser; print it to stderr when none opens."""
+    """Open `url` in the user's browser; print it to stderr when none opens.
+
+    Raises:
+        OAuthError: `url` is not https or loopback http (`browser_url`); nothing was opened.
+    """
+    browser_url(url)
     try:
         opened = webbrowser.open(url)
     except webbrowser.Error:

@@ -20,6 +20,17 @@ The 2025-03-26 fallbacks (no protected resource metadata at all): the endpoint's
 authorization server, and when it publishes no metadata either, its `/authorize`, `/token` and
 `/register` are assumed (`legacy_metadata`).
 
+Every URL a server names here is checked once, where it is parsed, by `check_endpoint` (the rule
+of `_fetch.endpoint_problem`: `https`, or `http` on loopback; no credentials or fragment): each
+endpoint of the authorization server's metadata (`ENDPOINT_FIELDS`: authorization, token,
+registration, JWKS, introspection, revocation, userinfo), the endpoints `legacy_metadata` assumes,
+and each issuer the protected resource metadata lists in `authorization_servers`. Metadata that
+breaks it is refused as a whole with an `OAuthError` naming the field and the rule, before
+anything it names is fetched or opened in the browser, so every caller (the `OAuth` client,
+`mcpsync login`, `ClientCredentials`, the gateway) gets the check. A challenge's
+`resource_metadata` that breaks it (and is not on the endpoint's own origin) is not fetched; the
+well-known URLs are tried instead.
+
 Nothing here logs or raises a token or a secret; URLs in messages go through `safe_url`.
 """
 
@@ -33,17 +44,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import McpsyncError
-from ._fetch import FetchError, get_json, safe_url
+from ._fetch import ENDPOINT_RULE, FetchError, endpoint_problem, get_json, safe_url
 
 log = logging.getLogger("mcpsync")
 
 __all__ = [
+    "ENDPOINT_FIELDS",
     "Challenge",
     "Discovered",
     "OAuthError",
     "ResourceMetadata",
     "ServerMetadata",
     "bearer_challenge",
+    "check_endpoint",
     "discover",
     "discover_authorization_server",
     "discover_resource",
@@ -61,6 +74,20 @@ class OAuthError(McpsyncError):
     resource or issuer mismatch, a wrong `state` or `iss`), registration or the token endpoint
     refused, or the user did not finish in time. The message says which; it never holds a token,
     a secret or a code. Retrying is safe, but usually needs the cause fixed first."""
+
+
+def check_endpoint(url: str, name: str, source: str) -> str:
+    """`url` if it may be used as the endpoint or issuer `name` that `source` (a metadata
+    document, named in the message) gave; else an `OAuthError` naming both and the rule.
+
+    Raises:
+        OAuthError: `url` breaks `_fetch.ENDPOINT_RULE`.
+    """
+    problem = endpoint_problem(url)
+    if problem is None:
+        return url
+    shown = safe_url(url) if isinstance(url, str) else type(url).__name__
+    raise OAuthError(f"{source} gives {name} {shown[:80]!r}, which is refused ({problem}): {ENDPOINT_RULE}")
 
 
 # -- WWW-Authenticate ----------------------------------------------------------------------------
@@ -196,6 +223,10 @@ def discover_resource(endpoint: str, hint: str | None, *, timeout: float) -> Res
     Raises:
         OAuthError: a document was found but names another resource, or lists no authorization server.
     """
+    if hint and endpoint_problem(hint) is not None and origin(hint) != origin(endpoint):
+        log.warning("the challenge's resource_metadata %s is refused (%s); trying the well-known URLs",
+                    safe_url(hint), endpoint_problem(hint))
+        hint = None
     candidates = ([hint] if hint else []) + [url for url in resource_metadata_urls(endpoint) if url != hint]
     for url, body in _documents(candidates, "protected resource metadata", timeout):
         return _resource_metadata(body, url, endpoint)
@@ -227,6 +258,8 @@ def _resource_metadata(body: Mapping[str, Any], url: str, endpoint: str) -> Reso
     servers = body.get("authorization_servers")
     if not isinstance(servers, list) or not servers or not all(isinstance(s, str) and s for s in servers):
         raise OAuthError(f"the protected resource metadata at {safe_url(url)} names no authorization server")
+    for server in servers:
+        check_endpoint(server, "authorization_servers", f"the protected resource metadata at {safe_url(url)}")
     return ResourceMetadata(resource, tuple(servers), _strings(body.get("scopes_supported")), url)
 
 
@@ -294,10 +327,19 @@ def discover_authorization_server(issuer: str, *, timeout: float) -> ServerMetad
     return None
 
 
+ENDPOINT_FIELDS = ("authorization_endpoint", "token_endpoint", "registration_endpoint", "jwks_uri", "introspection_endpoint",
+                   "revocation_endpoint", "userinfo_endpoint")
+"""The authorization server metadata fields that name a URL the client may fetch or open; each
+one present must pass `check_endpoint`."""
+
+
 def _server_metadata(body: Mapping[str, Any], url: str) -> ServerMetadata:
     token_endpoint = body.get("token_endpoint")
     if not isinstance(token_endpoint, str) or not token_endpoint:
         raise OAuthError(f"the authorization server metadata at {safe_url(url)} has no token_endpoint")
+    for name in ENDPOINT_FIELDS:
+        if body.get(name) not in (None, ""):
+            check_endpoint(body[name], name, f"the authorization server metadata at {safe_url(url)}")
 
     def text(name: str) -> str | None:
         value = body.get(name)
@@ -349,7 +391,11 @@ def discover(endpoint: str, hint: str | None, *, timeout: float) -> Discovered:
     prm = discover_resource(endpoint, hint, timeout=timeout)
     if prm is None:
         issuer = origin(endpoint)
-        server = discover_authorization_server(issuer, timeout=timeout) or legacy_metadata(issuer)
+        server = discover_authorization_server(issuer, timeout=timeout)
+        if server is None:
+            server = legacy_metadata(issuer)
+            for name in ("authorization_endpoint", "token_endpoint", "registration_endpoint"):
+                check_endpoint(getattr(server, name), name, f"the default of {safe_url(issuer)}, which publishes no metadata,")
         return Discovered(server, urllib.parse.urldefrag(endpoint).url, None)
     issuer = prm.authorization_servers[0]
     found = discover_authorization_server(issuer, timeout=timeout)
