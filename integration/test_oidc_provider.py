@@ -113,7 +113,8 @@ def signer_key() -> tuple[str, dict[str, Any]]:
 def provider(peers: Path, signer_key: tuple[str, dict[str, Any]]) -> Iterator[OidcProvider]:
     """The provider as deployed for MCP: its own scope list is OpenID's, the MCP scopes are the
     resource server's; three clients registered in advance (client credentials with a secret, with
-    private_key_jwt, and a resource server that introspects)."""
+    private_key_jwt, and a resource server that introspects); mounted under /oidc, as its docs
+    show, so only OpenID Connect discovery finds it."""
     machine = {"grant_types": ["client_credentials"], "response_types": [], "redirect_uris": []}
     clients = [
         {"client_id": "worker", "client_secret": WORKER_SECRET, "token_endpoint_auth_method": "client_secret_basic", **machine},
@@ -121,7 +122,7 @@ def provider(peers: Path, signer_key: tuple[str, dict[str, Any]]) -> Iterator[Oi
          "jwks": {"keys": [signer_key[1]]}, **machine},
         {"client_id": "mcp-rs", "client_secret": RS_SECRET, "grant_types": [], "response_types": [], "redirect_uris": []},
     ]
-    with OidcProvider(peers, clients=clients) as started:
+    with OidcProvider(peers, clients=clients, mount_path="/oidc") as started:
         yield started
 
 
@@ -284,3 +285,47 @@ def post_ping(url: str, token: str) -> tuple[int, dict[str, str]]:
         return answer.status, {name.lower(): value for name, value in answer.getheaders()}
     finally:
         connection.close()
+
+
+# -- the other flows -------------------------------------------------------------------------------
+
+def test_discovery_falls_back_from_rfc8414_to_openid_connect_discovery(provider: OidcProvider) -> None:
+    """The issuer http://127.0.0.1:PORT/oidc: RFC 8414's /.well-known/oauth-authorization-server/oidc
+    and OpenID's path insertion are absent; OpenID's path appending answers."""
+    origin, path = provider.issuer.rsplit("/", 1)
+    for absent in (f"{origin}/.well-known/oauth-authorization-server/{path}", f"{origin}/.well-known/openid-configuration/{path}"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(absent, timeout=LONG)
+        assert refused.value.code == 404
+    found = discover_authorization_server(provider.issuer, timeout=LONG)
+    assert found is not None and found.issuer == provider.issuer
+    assert found.token_endpoint == provider.discovery["token_endpoint"]
+    assert found.registration_endpoint == provider.discovery["registration_endpoint"]
+    assert tuple(found.code_challenge_methods_supported or ()) == ("S256",)
+
+
+def test_client_credentials_with_a_secret(provider: OidcProvider) -> None:
+    with jwt_endpoint(provider) as url, mcpsync.connect(url, auth=ClientCredentials("worker", client_secret=WORKER_SECRET)) as session:
+        assert whoami(session) == {"subject": "worker", "client": "worker", "scopes": ["mcp:tools"]}  # RFC 9068: sub is the client
+        stepped = session.call_tool("reset", {})  # a step-up (403 insufficient_scope) the provider grants
+        assert stepped["content"][0]["text"] == "reset done", stepped
+
+
+def test_client_credentials_with_private_key_jwt(provider: OidcProvider, signer_key: tuple[str, dict[str, Any]]) -> None:
+    signer = ClientCredentials("signer", private_key=signer_key[0], signing_algorithm="ES256", scopes=["mcp:tools"])
+    before = len(provider.events())
+    with jwt_endpoint(provider) as url, mcpsync.connect(url, auth=signer) as session:
+        assert whoami(session)["client"] == "signer"
+    [issued] = [event for event in provider.events()[before:] if event["event"].startswith("grant.")]
+    assert (issued["event"], issued["grant_type"], issued["client_id"]) == ("grant.success", "client_credentials", "signer")
+
+
+def test_a_forged_client_assertion_is_refused(provider: OidcProvider) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    other = ec.generate_private_key(ec.SECP256R1()).private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                                   serialization.NoEncryption()).decode()
+    forger = ClientCredentials("signer", private_key=other, signing_algorithm="ES256")
+    with jwt_endpoint(provider) as url, pytest.raises(mcpsync.McpError, match="invalid_client"), mcpsync.connect(url, auth=forger):
+        pass

@@ -30,6 +30,11 @@
 //                     scopes are the resource server's; list them here and a registration may
 //                     name them in its `scope`, which then limits the client to them)
 //   clients           client metadata (RFC 7591 names) registered at start-up
+//   mountPath         serve the provider under this path ("/oidc"), its issuer then
+//                     http://127.0.0.1:PORT/oidc; as its docs' mounting example does, only the
+//                     provider's own routes are served, so the OpenID discovery document is at
+//                     /oidc/.well-known/openid-configuration and RFC 8414's path-inserted
+//                     /.well-known/oauth-authorization-server/oidc is a 404 (a client must fall back)
 import { randomBytes, generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -44,6 +49,7 @@ const { default: Provider } = await import(pathToFileURL(join(peers, 'node_modul
 
 const settings = JSON.parse(process.argv[2] || '{}');
 const accessTokenTTL = settings.accessTokenTTL ?? 60;
+const mountPath = settings.mountPath ?? '';
 const MCP_SCOPES = 'mcp:tools mcp:admin';
 
 function emit(value) {
@@ -79,7 +85,7 @@ await new Promise((resolve, reject) => {
   server.once('error', reject);
   server.listen(0, '127.0.0.1', resolve);
 });
-const issuer = `http://127.0.0.1:${server.address().port}`;
+const issuer = `http://127.0.0.1:${server.address().port}${mountPath}`;
 
 const provider = new Provider(issuer, {
   clients: settings.clients ?? [],
@@ -88,7 +94,7 @@ const provider = new Provider(issuer, {
   cookies: { keys: [randomBytes(32).toString('base64url')] },
   findAccount: async (_ctx, sub) => ({ accountId: sub, claims: async () => ({ sub }) }),
   issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-  interactions: { url: async (_ctx, interaction) => `/interaction/${interaction.uid}` },
+  interactions: { url: async (_ctx, interaction) => `${mountPath}/interaction/${interaction.uid}` },
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
@@ -153,6 +159,15 @@ async function interact(req, res) {
 
 const callback = provider.callback();
 handle = (req, res) => {
+  if (mountPath) {
+    if (req.url !== mountPath && !req.url.startsWith(`${mountPath}/`) && !req.url.startsWith(`${mountPath}?`)) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'not_found' }));
+      return;
+    }
+    req.originalUrl = req.url;
+    req.url = req.url.slice(mountPath.length) || '/';
+  }
   if (req.method === 'GET' && /^\/interaction\/[^/?]+$/.test(req.url)) {
     interact(req, res).catch((err) => {
       emit({ event: 'interaction.error', error: err.name, description: err.message });
