@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Iterable
 
+from .auth.browser import browser_url
 from .auth.credentials import BearerToken, HttpCredentials
 from .auth.oauth import OAuth
 from .auth.store import FileTokenStore
@@ -53,4 +54,5 @@ def log_out(url: str) -> bool:
 
 
 def _print_url(url: str) -> None:
+    browser_url(url)  # the same rule as the browser's: never a file: or javascript: URL to paste
     print(f"Open this URL in a browser to log in (waiting for it here):\n\n    {url}\n", file=sys.stderr, flush=True)

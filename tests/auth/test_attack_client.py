@@ -459,3 +459,13 @@ def test_mcpsync_login_with_an_absurd_expires_in_is_one_clear_line(value: Any, t
     assert "eyJ" not in run.stderr
     kept = tmp_path / "mcpsync" / "tokens"
     assert not kept.exists() or all(json.loads(f.read_text()).get("tokens") is None for f in kept.iterdir())
+
+
+def test_the_printed_login_url_obeys_the_browser_rule_too(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcpsync._login import _print_url
+
+    with pytest.raises(OAuthError, match="https"):
+        _print_url("javascript:alert(1)")
+    assert capsys.readouterr().err == ""
+    _print_url("https://as.example.com/authorize?state=x")
+    assert "https://as.example.com/authorize?state=x" in capsys.readouterr().err
