@@ -204,6 +204,25 @@ class Catalog:
                 return template, variables
         return None
 
+    def find_resource_known(self, uri: str) -> tuple[Any, dict[str, str]] | None:
+        """`find_resource` without asking any upstream: an upstream's entries as its last lists
+        had them (None if it has not been listed since it connected). For what must not wait on
+        an upstream: an update may arrive on that upstream's own reader thread."""
+        found = self._snapshot.find_resource(uri)
+        if found is not None:
+            return found
+        remotes = tuple(self._remotes)
+        for remote in remotes:
+            resource = next((r for r in remote.known("resources") if r.uri == uri), None)
+            if resource is not None:
+                return resource, {}
+        for remote in remotes:
+            for template in remote.known("templates"):
+                variables = template.match(uri)
+                if variables is not None:
+                    return template, variables
+        return None
+
     def find_template(self, uri_template: str) -> Any:
         return next((t for t in self.list_templates() if t.uri_template == uri_template), None)
 

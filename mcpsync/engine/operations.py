@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ..auth.principal import InsufficientScope
-from ..catalog.catalog import paginate
+from ..catalog.catalog import Catalog, paginate
 from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.context import AskCancelled, ClientRefused, Context
 from ..catalog.questions import InputRequired
@@ -101,7 +101,13 @@ def subscribe_resource(served: Served, call: Call) -> dict[str, Any]:
 
 
 def _require_readable(served: Served, call: Call, uris: list[str]) -> None:
-    """Watching a resource's updates needs the scopes reading it does (all of them, in one refusal)."""
+    """Watching a resource's updates needs the scopes reading it does (all of them, in one refusal).
+
+    This only refuses early, with the scopes to step up to, a subscription to an entry's own URI.
+    A subscription also covers what lies under its URI (`uri_covers`), and a URI with no entry of
+    its own (`secret://`, `secret:`) is accepted like any other, since refusing it would tell
+    what is under it: each update is checked instead, against the token of the stream it would
+    travel on (`update_scopes`)."""
     if call.principal is None:
         return
     needed: set[str] = set()
@@ -111,6 +117,21 @@ def _require_readable(served: Served, call: Call, uris: list[str]) -> None:
             needed |= found[0].scopes
     if not call.principal.scopes.issuperset(needed):
         raise InsufficientScope(needed, "watching " + ", ".join(repr(uri) for uri in uris))
+
+
+def update_scopes(catalog: Catalog, uri: str) -> frozenset[str] | None:
+    """The scopes a token needs to be told that the resource at `uri` changed: those reading it
+    needs, from the entry the catalog finds for it (the resource at that URI, else the first
+    template matching it, local entries before an upstream's); None when no entry answers for
+    it, and then no token is told (what nobody may read, nobody hears of).
+
+    Whatever URI the subscription named: the updated URI is looked up exactly as a read of it
+    would be, so a prefix, a case variant or an encoding gains nothing. An upstream's entries
+    need no scope of the gateway's own; they are found in the upstream's last lists, never by
+    asking it (`Catalog.find_resource_known`: an update may arrive on its reader thread), so an
+    update of an upstream resource the gateway has never listed is told to nobody."""
+    found = catalog.find_resource_known(uri)
+    return None if found is None else frozenset(found[0].scopes)
 
 
 def unsubscribe_resource(served: Served, call: Call) -> dict[str, Any]:

@@ -384,6 +384,11 @@ class RemoteSource:
             return STALE
         return cache.by_name.get(name)
 
+    def known(self, kind: str) -> tuple[Any, ...]:
+        """The entries of `kind` as last fetched, without asking the upstream (none while it is
+        disconnected)."""
+        return () if self._session is None or self._closing else self._caches[kind].entries
+
     def _entries(self, kind: str) -> tuple[Any, ...]:
         cache = self._caches[kind]
         session = self._session

@@ -89,6 +89,7 @@ from ..engine.session import Session
 from ..protocol.sse import event_number
 from ._asks import PendingAsks
 from ._http_stream import Channel, Event, Exchange
+from .subscriptions import updated_uri
 
 log = logging.getLogger("mcpsync")
 
@@ -100,6 +101,34 @@ grace, after which a session idle since may give way."""
 
 SessionFactory = Callable[[str], Session]
 """Makes the engine's `Session` of a new session id (the shared directory's writes through)."""
+
+
+Told = Callable[[str], bool]
+"""Whether the reader of a session's GET stream may be told that the resource at a URI changed
+(the transport makes one per token: `WsgiTransport._told`)."""
+
+
+def _may_tell(told: Told | None, frame: bytes) -> bool:
+    uri = None if told is None else updated_uri(frame)
+    return uri is None or told is None or told(uri)
+
+
+class GetStreamEvents(Channel):
+    """A session's GET-stream channel that skips, as they are taken, the resource updates its
+    reader may not be told (`told`, set when a GET stream opens: None tells everything). Checked
+    here, at the last moment, on the process that holds the stream and knows the token it was
+    opened with, whatever replica appended the update and whatever token subscribed."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self.told: Told | None = None
+
+    def get(self, timeout: float) -> Any:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            item = super().get(deadline - time.monotonic())
+            if not isinstance(item, Event) or _may_tell(self.told, item.frame):
+                return item
 
 
 class HttpSession:
@@ -118,7 +147,7 @@ class HttpSession:
     ) -> None:
         self.id = session_id
         self.session = Session() if session is None else session
-        self.events = Channel(capacity)  # unsolicited notifications for the GET stream, as `Event`s
+        self.events = GetStreamEvents(capacity)  # unsolicited notifications for the GET stream, as `Event`s
         self.asks = PendingAsks(ask_prefix)  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
         self.principal_key = principal_key  # who created it (`Principal.key`); only they may use it; fixed
@@ -137,8 +166,12 @@ class HttpSession:
 
     def offer(self, frame: bytes) -> bool:
         """A notification for the GET stream, with the next event id (kept for a resume); False
-        when the channel is closed or full (the event is kept for a resume all the same)."""
+        when the channel is closed or full (the event is kept for a resume all the same). An
+        update the stream's reader (`events.told`) may not be told gets no id at all, so the ids
+        it is sent show no gap where it was."""
         with self.feed_lock:
+            if not _may_tell(self.events.told, frame):
+                return True
             self._count += 1
             event = Event(str(self._count), frame)
             self._recent.append(event)

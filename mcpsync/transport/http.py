@@ -64,6 +64,7 @@ from ..auth.resource import AuthRefusal
 from ..bus.store import RETRY_AFTER, Creation, StoreUnavailable
 from ..engine.engine import Engine
 from ..engine.interceptors import TransportInfo
+from ..engine.operations import update_scopes
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..engine.single_use import RequestStateUnchecked
@@ -89,7 +90,7 @@ from ._http_rules import (
     rebinding_refusal,
     route,
 )
-from ._http_sessions import FULL_RETRY_AFTER, HttpSession, SessionTable
+from ._http_sessions import FULL_RETRY_AFTER, HttpSession, SessionTable, Told
 from ._http_stream import CLOSED, RELEASE, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._wsgi_server import RESPOND_NOW
@@ -103,7 +104,7 @@ from .http_options import (
     WsgiApp,
 )
 from .stdio import DEFAULT_MAX_FRAME_BYTES
-from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, Subscription, complete_frame, tagged_frame
+from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, Subscription, complete_frame, may_be_told, tagged_frame
 
 if TYPE_CHECKING:
     from ..auth.principal import Principal
@@ -413,6 +414,7 @@ class WsgiTransport:
             if self._streams >= self._max_streams:
                 raise _Refused(503, "Service Unavailable: too many open streams")
             owner.streaming = True
+            owner.events.told = self._told(principal)
             self._streams += 1
         try:
             start = self._directory.open_stream(owner, last_event_id)
@@ -456,6 +458,10 @@ class WsgiTransport:
             found = None
         if found is None:
             raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
+        if self._auth is not None:
+            with self._lock:
+                if not found.streaming:  # between streams, this token decides what waits for the next (`_told`)
+                    found.events.told = self._told(principal)
         return found
 
     # -- one request -----------------------------------------------------------------------------
@@ -533,7 +539,7 @@ class WsgiTransport:
         past its deadline), so a cancel can no longer reach it."""
         exchange.forget_callbacks()
         if isinstance(outcome, Subscribed):
-            self._activate(exchange, outcome)
+            self._activate(exchange, outcome, caller.principal)
             return
         if isinstance(outcome, NoResponse):
             exchange.answer(Final(None))
@@ -683,7 +689,7 @@ class WsgiTransport:
         exchange.channel.finish(Final(self._complete_frame(subscription.id)))
 
     # -- subscriptions/listen --------------------------------------------------------------------
-    def _activate(self, exchange: Exchange, outcome: Subscribed) -> None:
+    def _activate(self, exchange: Exchange, outcome: Subscribed, principal: Principal | None) -> None:
         """Register an accepted listen and queue its acknowledgement in one critical section."""
         ack = jsonrpc.encode(
             jsonrpc.notification_frame(
@@ -703,7 +709,7 @@ class WsgiTransport:
             elif self._streams >= self._max_streams:
                 refusal = McpError(ErrorCode.INTERNAL_ERROR, "Subscription limit reached: too many open streams")
             else:
-                self._listens[exchange] = Subscription(outcome.request_id, outcome.accepted)
+                self._listens[exchange] = Subscription(outcome.request_id, outcome.accepted, principal)
                 self._streams += 1
                 exchange.subscribe(ack)
                 return
@@ -733,13 +739,36 @@ class WsgiTransport:
                         self._send_tagged(exchange, subscription, method, {})
 
     def publish_resource_updated(self, uri: str, origin: str = LOCAL) -> None:
-        """A resource changed: to the sessions and listens subscribed to it (or to a parent)."""
+        """A resource changed: to the sessions and listens subscribed to it (or to a parent)
+        whose token may read it (`_told`; a session's GET stream checks as it sends)."""
         method, params = "notifications/resources/updated", {"uri": uri}
         self._directory.deliver([jsonrpc.encode(jsonrpc.notification_frame(method, params))], uri, origin)
+        needed = update_scopes(self._engine.catalog, uri) if self._auth is not None else None
+        required = self._required_scopes()
         with self._lock:
             for exchange, subscription in list(self._listens.items()):
-                if subscription.wants_uri(uri):
+                if subscription.wants_uri(uri) and may_be_told(subscription.principal, needed, required):
                     self._send_tagged(exchange, subscription, method, params)
+
+    def _required_scopes(self) -> frozenset[str]:
+        return frozenset(self._auth.required_scopes) if self._auth is not None else frozenset()
+
+    def _told(self, principal: Principal | None) -> Told | None:
+        """Which resource updates a handshake-era session's GET stream opened with `principal`'s
+        token is told (None, without `Auth`: all it subscribed to).
+
+        The stream's token decides, not the token of the request that subscribed: the stream is
+        what carries the update, its token is the caller's latest word on what it may read (a
+        refreshed or stepped-down token opens the next stream, and a stream ends when its token
+        expires), and only the process holding the stream knows it: with replicas, the
+        subscription may have been made through another one, and the store keeps the URIs alone.
+        A subscription made with a narrower token than the stream's tells the stream what its
+        own token may read anyway. Between streams, the token of the session's latest request
+        decides which updates are kept for the next stream; that stream checks them again."""
+        if principal is None:
+            return None
+        catalog, required = self._engine.catalog, self._required_scopes()
+        return lambda uri: may_be_told(principal, update_scopes(catalog, uri), required)
 
     def _send_tagged(self, exchange: Exchange, subscription: Subscription, method: str, params: dict[str, Any]) -> None:
         """Under the lock: one tagged notification onto a listen's stream, or drop the listen if

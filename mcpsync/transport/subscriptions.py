@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import ujson
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID
+
+if TYPE_CHECKING:
+    from ..auth.principal import Principal
 
 LOCAL, REMOTE, RESYNC = "local", "remote", "resync"
 """Where a change comes from, as the transports' `publish_*` methods are told: made in this process
@@ -38,6 +43,31 @@ def complete_frame(subscription_id: Any, server_info: dict[str, Any]) -> bytes:
     return jsonrpc.encode(jsonrpc.result_frame(subscription_id, {"resultType": "complete", "_meta": meta}))
 
 
+UPDATED = "notifications/resources/updated"
+
+
+def updated_uri(frame: bytes) -> str | None:
+    """The URI of an encoded `notifications/resources/updated`, or None for any other frame (a
+    list change, which every stream is told)."""
+    if UPDATED.encode() not in frame:
+        return None
+    message = ujson.loads(frame)
+    if not isinstance(message, dict) or message.get("method") != UPDATED:
+        return None
+    uri = (message.get("params") or {}).get("uri")
+    return uri if isinstance(uri, str) else None
+
+
+def may_be_told(principal: Principal | None, needed: frozenset[str] | None, required: frozenset[str]) -> bool:
+    """Whether a stream opened with `principal`'s token is told of an update whose entry needs
+    `needed` (None: no entry answers for its URI), on an endpoint that needs `required`. No
+    principal (no `Auth`, stdio): every subscriber is, as before; with one, the token must be
+    able to read the entry, and an update of a URI no entry answers for is told to nobody."""
+    if principal is None:
+        return True
+    return needed is not None and principal.scopes.issuperset(needed) and principal.scopes.issuperset(required)
+
+
 def uri_covers(subscribed: str, uri: str) -> bool:
     """An update for `uri` reaches a subscription to `subscribed` if it is that URI or one under it."""
     if uri == subscribed:
@@ -50,6 +80,10 @@ def uri_covers(subscribed: str, uri: str) -> bool:
 class Subscription:
     id: Any
     accepted: dict[str, Any]
+    principal: Principal | None = None
+    """Whose token opened the listen (HTTP with `Auth`): it decides which resource updates the
+    listen is told (`may_be_told`). The listen is both the subscription and the stream, and it
+    ends when that token expires, so no other token can be the one that counts."""
 
     def wants_kind(self, kind: str) -> bool:
         return self.accepted.get(KIND_FLAGS[kind]) is True
