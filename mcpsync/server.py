@@ -507,6 +507,7 @@ class Server:
         max_body_bytes: int | None = None,
         subscription_cap: int | None = None,
         shutdown_timeout: float | None = None,
+        max_buffered_bytes: int | None = None,
     ) -> HttpServing:
         """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with mcpsync's own
         HTTP/1.1 server, on a background thread, and return at once; `shutdown()` stops it.
@@ -514,14 +515,17 @@ class Server:
         `max_connections` how many connections it holds open (one more is answered 503), which
         cost a file descriptor each while they wait, as do open streams: `max_streams` (default,
         None: 8,000, or four fifths of `max_connections` if fewer) must stay below it, and is
-        also the listens' cap unless `subscription_cap` is given. The other keywords are those
-        of `wsgi_app`."""
+        also the listens' cap unless `subscription_cap` is given. `max_buffered_bytes` bounds
+        the request bodies it holds at once, across all connections (None: 64 MiB, or
+        `max_body_bytes` if more; a request past it is answered 503 with Retry-After before its
+        body is sent). The other keywords are those of `wsgi_app`."""
         streams = _streams_within(max_connections, max_streams)
         return self._hosted_http(
             host,
             port,
             threads,
             max_connections,
+            max_buffered_bytes,
             lambda on_stopped: self._http_app(
                 path,
                 on_stopped,
@@ -565,6 +569,7 @@ class Server:
         max_body_bytes: int | None = None,
         subscription_cap: int | None = None,
         shutdown_timeout: float | None = None,
+        max_buffered_bytes: int | None = None,
     ) -> bool:
         """Serve HTTP on `host:port` until `shutdown()` (or SIGTERM/SIGINT, when called on the
         main thread); blocks. `on_ready(url)` is called once the port is bound (port 0 picks a
@@ -590,6 +595,7 @@ class Server:
             max_body_bytes=max_body_bytes,
             subscription_cap=subscription_cap,
             shutdown_timeout=shutdown_timeout,
+            max_buffered_bytes=max_buffered_bytes,
         )
         with graceful_signals(serving, on_signal=lambda: self._upstreams_shutting_down(True)):
             if on_ready is not None:
@@ -600,7 +606,13 @@ class Server:
                 self._upstreams_shutting_down(False)
 
     def _hosted_http(
-        self, host: str, port: int, threads: int, max_connections: int, make_app: Callable[[Callable[[], None]], WsgiTransport]
+        self,
+        host: str,
+        port: int,
+        threads: int,
+        max_connections: int,
+        max_buffered_bytes: int | None,
+        make_app: Callable[[Callable[[], None]], WsgiTransport],
     ) -> HttpServing:
         """mcpsync's HTTP server (not started) for the app `make_app(on_stopped)` returns."""
         from .transport.http_serving import HttpServing
@@ -608,7 +620,7 @@ class Server:
         serving: HttpServing | None = None
         app = make_app(lambda: self._unregister(serving))
         try:
-            serving = HttpServing(app, host, port, threads=threads, max_connections=max_connections)
+            serving = HttpServing(app, host, port, threads=threads, max_connections=max_connections, max_buffered_bytes=max_buffered_bytes)
         except BaseException:
             app.shutdown(0)
             raise

@@ -13,8 +13,14 @@ threads ever touch a connection's parser, buffers or socket at once, and no even
 
 A step reads what has arrived, serves every complete request (the application runs on the
 worker, and ordinary responses are written there, waiting for room up to the write timeout), and
-parks with the next deadline: the head's total deadline, the body's rate floor, the keep-alive
-timeout, or a stream's next keep-alive or request deadline. A `Parkable` body (an event stream) is
+parks with the next deadline: the head's total deadline, the body's (its rate floor, within a
+fixed cap), the keep-alive timeout, or a stream's next keep-alive or request deadline.
+
+The head first: once a request's head is whole, and before any of its body is read or
+`100 Continue` sent, it becomes the request's environ, and a request that announces a body goes
+to the server's `head_check` (the application's authentication, say). An answer from it is sent
+instead, with `Connection: close`, and the body is never read: the connection lingers, dropping
+what the client still sends. So a caller the application refuses costs no body buffer. A `Parkable` body (an event stream) is
 written without blocking: what the socket does not take waits in the connection's buffer, and no
 more is taken from the body until it drains; a client that takes nothing for `timeout` seconds is
 dropped. Closing a stream's body is how the transport learns that its client went away.
@@ -31,9 +37,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
-from ._http_parse import ParsedRequest, Refusal, RequestReader
+from ._http_parse import ParsedRequest, Refusal, RequestHead, RequestReader
 from ._http_poller import READ, WRITE
-from ._wsgi_response import BadResponse, Parkable, Response, _Gone, plain_response
+from ._wsgi_response import BadResponse, Parkable, Response, _Gone, check_sendable, closing_response, plain_response
 
 if TYPE_CHECKING:
     from ._wsgi_server import WsgiServer
@@ -73,7 +79,7 @@ class Connection:
         self._lock = threading.Lock()
         self._state = _ARMED
         self._wake_pending = False
-        self._reader = RequestReader(server.max_body_bytes)
+        self._reader = RequestReader(server.max_body_bytes, self._on_head, server.body_budget)
         self._environ = dict(server.base_environ)
         self._environ["REMOTE_ADDR"] = str(address[0])
         self._environ["REMOTE_PORT"] = str(address[1]) if len(address) > 1 else ""
@@ -173,7 +179,7 @@ class Connection:
             while again:
                 again = self._step_stream() if self._stream is not None else self._step_requests()
         except Refusal as refusal:
-            self._refuse(refusal.status, str(refusal))
+            self._refuse(refusal.status, str(refusal), refusal.headers, refusal.response)
         except (_Gone, OSError):
             self._close()
         except Exception:
@@ -206,7 +212,8 @@ class Connection:
             if reader.in_body:
                 if self._body_began is None:
                     self._body_began = now
-                deadline = self._body_began + self._server.timeout + reader.body_size / self._server.min_body_rate
+                allowance = self._server.timeout + reader.body_size / self._server.min_body_rate
+                deadline = self._body_began + min(allowance, self._server.body_timeout)
             else:
                 deadline = self._request_began + self._server.timeout
             if now >= deadline:
@@ -250,8 +257,17 @@ class Connection:
 
     def _serve(self, request: ParsedRequest) -> bool:
         """Run the application for one request and write its answer; True if the connection
-        stays with this worker for the next request."""
-        environ = self._environ_for(request)
+        stays with this worker for the next request. Its body's budget is given back after."""
+        try:
+            return self._run(request)
+        finally:
+            self._reader.settle(request)
+
+    def _run(self, request: ParsedRequest) -> bool:
+        environ = request.environ
+        if request.head.chunked:
+            environ["CONTENT_LENGTH"] = str(len(request.body))  # the whole body is here: say its size
+        environ["wsgi.input"] = io.BytesIO(request.body)
         keep_alive = request.keep_alive and not self._eof
         response = self._response = Response(self, environ, keep_alive)
         environ[RESPOND_NOW] = response.respond_now
@@ -262,7 +278,7 @@ class Connection:
             self._close()
             return False
         except Exception:
-            log.exception("the WSGI application failed on %s %s", request.method, request.path)
+            log.exception("the WSGI application failed on %s %s", request.head.method, request.head.path)
             self._fail(response)
             return False
         if type(result) is not list and hasattr(result, "park") and not response.started:  # a Parkable
@@ -276,11 +292,11 @@ class Connection:
             self._close()
             return False
         except BadResponse as exc:
-            log.error("the WSGI application's response to %s %s cannot be sent: %s", request.method, request.path, exc)
+            log.error("the WSGI application's response to %s %s cannot be sent: %s", request.head.method, request.head.path, exc)
             self._fail(response)
             return False
         except Exception:
-            log.exception("the WSGI application failed while answering %s %s", request.method, request.path)
+            log.exception("the WSGI application failed while answering %s %s", request.head.method, request.head.path)
             self._fail(response)
             return False
         finally:
@@ -298,13 +314,35 @@ class Connection:
         else:
             self._close()
 
-    def _environ_for(self, request: ParsedRequest) -> dict[str, Any]:
+    def _on_head(self, head: RequestHead) -> dict[str, Any]:
+        """The reader has a whole head: its environ, once the server's `head_check` (for a request
+        with a body) has let it through; its answer otherwise, as a `Refusal` that ends the
+        connection before the body is read."""
+        environ = self._environ_for(head)
+        check = self._server.head_check
+        if check is None or not head.has_body:
+            return environ
+        try:
+            answer = check(environ)
+            if answer is None:
+                return environ
+            status, headers, body = answer
+            check_sendable(status, headers)
+            code = int(status[:3])
+        except Exception:
+            log.exception("the head check failed on %s %s", head.method, head.path)
+            raise Refusal(500, "internal server error") from None
+        response = closing_response(status, headers, body, self._server.clock.header(), head_only=head.method == "HEAD")
+        raise Refusal(code, "refused at its head", response=response)
+
+    def _environ_for(self, head: RequestHead) -> dict[str, Any]:
+        """The WSGI environ of a request's head; its body (`wsgi.input`) is set once it is read."""
         environ = dict(self._environ)
-        environ["REQUEST_METHOD"] = request.method
-        environ["SERVER_PROTOCOL"] = request.version
-        environ["PATH_INFO"] = request.path
-        environ["QUERY_STRING"] = request.query
-        for name, value in request.headers:
+        environ["REQUEST_METHOD"] = head.method
+        environ["SERVER_PROTOCOL"] = head.version
+        environ["PATH_INFO"] = head.path
+        environ["QUERY_STRING"] = head.query
+        for name, value in head.headers:
             if "_" in name:
                 continue  # an underscore would pose as a dash in the environ: dropped, as gunicorn does
             key = name.upper().replace("-", "_")
@@ -312,9 +350,7 @@ class Connection:
                 key = "HTTP_" + key
             previous = environ.get(key)
             environ[key] = value if previous is None else f"{previous}, {value}"
-        if "HTTP_TRANSFER_ENCODING" in environ:
-            environ["CONTENT_LENGTH"] = str(len(request.body))  # the whole body is here: say its size
-        environ["wsgi.input"] = io.BytesIO(request.body)
+        environ["wsgi.input"] = io.BytesIO()  # the head check sees no body
         return environ
 
     # -- a stream ---------------------------------------------------------------------------------
@@ -419,11 +455,14 @@ class Connection:
         self._server.poller.arm(self.fd, events)
         return False
 
-    def _refuse(self, status: int, why: str) -> None:
-        """Answer an HTTP-level refusal and close (without a reset that would lose the answer)."""
+    def _refuse(self, status: int, why: str, headers: Iterable[tuple[str, str]] = (), response: bytes | None = None) -> None:
+        """Answer an HTTP-level refusal (or the whole `response` given) and close, without a
+        reset that would lose the answer."""
         self._end_stream()
+        if response is None:
+            response = plain_response(status, why, self._server.clock.header(), headers)
         try:
-            self.send_all(plain_response(status, why, self._server.clock.header()))
+            self.send_all(response)
         except (_Gone, OSError):
             self._close()
             return
@@ -432,6 +471,7 @@ class Connection:
     def _close_gracefully(self) -> None:
         with self._lock:
             self._state = _CLOSED
+        self._reader.close()
         self._server.poller.forget(self.fd)
         self._server.release(self)  # first: the loop then takes the descriptor as a lingering one
         self._server.linger(self._sock)
@@ -443,6 +483,7 @@ class Connection:
         self._release()
 
     def _release(self) -> None:
+        self._reader.close()
         self._server.poller.forget(self.fd)
         try:
             self._sock.close()

@@ -10,7 +10,13 @@ Every MCP request is one small POST, so that difference is the server's CPU budg
 Strategy: the connection feeds whatever `recv` returned (`feed`); the parser's callbacks collect
 each request, and a complete one (head and whole body) is queued on `ready`. Bodies are read
 whole before the application runs, so the application never waits for a slow client, and a
-worker thread is never held by one. While a head or a chunked body is being read, bytes go to
+worker thread is never held by one. So that reading a body is spent only on a request the
+application will serve, the head goes to the connection's `on_head` as soon as it is whole,
+inside llhttp's callback: before any byte after it is parsed (or `100 Continue` sent); its
+`Refusal` (the application's own answer: no token, say) stops the parser there. A head that
+passes takes its body's share of the server's `BodyBudget` (all of a `Content-Length` at once,
+a chunked body as it comes; 503 with `Retry-After` when it does not fit), which the request
+holds until the connection `settle`s it. While a head or a chunked body is being read, bytes go to
 the parser in slices of `_SLICE`: after each slice the sizes are known to within a slice, so the
 head's size and the chunked framing's overhead (sizes, extensions, trailers: httptools does not
 report extensions) are bounded without our own parsing.
@@ -20,7 +26,8 @@ a head over `MAX_HEAD_BYTES` or `MAX_HEADERS` (431), duplicate or missing Host o
 control character left in a value, chunked on HTTP/1.0, a transfer coding other than chunked
 (501), a version other than 1.0 and 1.1 (505), a body over `max_body` (413), more than
 `CHUNK_FRAMING` bytes of chunked framing per chunk (sizes, extensions) beyond the trailers'
-`MAX_TRAILER_BYTES`, an absolute-form target that does not parse, CONNECT. After an `Upgrade`
+`MAX_TRAILER_BYTES`, an absolute-form target that does not parse, CONNECT, a body the server's
+budget cannot hold (503). After an `Upgrade`
 request the connection serves it and closes: mcpsync upgrades to nothing. Where llhttp is stricter
 than RFC 9112 requires (whitespace before a chunk extension, a duplicate but equal Content-Length,
 `chunked, gzip` is a 400 rather than a 501) its refusal stands; where it reads within the RFC's
@@ -31,13 +38,16 @@ from __future__ import annotations
 
 import collections
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 import httptools
 from httptools import HttpParserError, HttpParserInvalidMethodError, HttpParserInvalidURLError, HttpParserUpgrade
 
 from ..errors import McpsyncError
+from ._http_budget import RETRY_AFTER, BodyBudget
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
@@ -51,31 +61,60 @@ _IDLE, _HEAD, _BODY = 0, 1, 2
 
 
 class Refusal(McpsyncError):
-    """The request cannot be served: answer `status` (with `why`) and close the connection."""
+    """The request cannot be served: answer `status` (with `why` and any `headers`, or the whole
+    `response` when the application wrote it) and close the connection."""
 
-    def __init__(self, status: int, why: str) -> None:
+    def __init__(self, status: int, why: str, *, headers: Sequence[tuple[str, str]] = (), response: bytes | None = None) -> None:
         super().__init__(why)
         self.status = status
+        self.headers = tuple(headers)
+        self.response = response
 
 
 @dataclass(slots=True)
-class ParsedRequest:
-    """One whole request: header names and values are latin-1 text, values trimmed of SP and HTAB."""
+class RequestHead:
+    """A request's head, whole: header names and values are latin-1 text, values trimmed of SP
+    and HTAB; `length` is the declared Content-Length (None without one)."""
 
     method: str
     path: str
     query: str
     version: str
     headers: list[tuple[str, str]]
+    length: int | None
+    chunked: bool
+
+    @property
+    def has_body(self) -> bool:
+        return self.chunked or bool(self.length)
+
+
+@dataclass(slots=True)
+class ParsedRequest:
+    """One whole request: its head, what `on_head` made of it, its body, and the body budget it
+    holds (`reserved` bytes) until `RequestReader.settle`."""
+
+    head: RequestHead
+    environ: dict[str, Any]
     body: bytes
     keep_alive: bool
+    reserved: int
+
+
+OnHead = Callable[[RequestHead], dict[str, Any]]
+"""Called with each head once it is whole, before its body is read: the request's environ, or
+`Refusal` to answer it instead (its body is then never read)."""
 
 
 class RequestReader:
     """Feeds a connection's bytes to llhttp and queues the complete requests on `ready`."""
 
-    def __init__(self, max_body: int) -> None:
+    def __init__(self, max_body: int, on_head: OnHead, budget: BodyBudget | None = None) -> None:
         self._max_body = max_body
+        self._on_head = on_head
+        self._budget = budget
+        self._held = 0  # budget taken for the ready requests and the one being read
+        self._closed = False
         self._parser = httptools.HttpRequestParser(self)
         self.ready: collections.deque[ParsedRequest] = collections.deque()
         self.wants_continue = False  # the current request waits for `100 Continue` before its body
@@ -100,6 +139,9 @@ class RequestReader:
         self._trailers = 0
         self._trailer_bytes = 0
         self._refusal: Refusal | None = None
+        self._head: RequestHead | None = None
+        self._environ: dict[str, Any] = {}
+        self._reserved = 0
 
     @property
     def in_request(self) -> bool:
@@ -113,6 +155,33 @@ class RequestReader:
     @property
     def body_size(self) -> int:
         return self._body_size
+
+    def settle(self, request: ParsedRequest) -> None:
+        """`request` has been answered: the budget its body held is given back."""
+        if self._closed or not request.reserved:
+            return  # close() gave it back already
+        self._give(request.reserved)
+        request.reserved = 0
+
+    def close(self) -> None:
+        """The connection ends: everything its requests held goes back to the budget (once)."""
+        if not self._closed:
+            self._closed = True
+            self._give(self._held)
+
+    def _take(self, size: int) -> None:
+        """Hold `size` more body bytes for the current request, or refuse it (503)."""
+        if self._budget is None or self._closed:
+            return
+        if not self._budget.take(size, self._reserved + size):
+            self._refuse(503, "the server holds as many request bodies as it may; retry", (("Retry-After", str(RETRY_AFTER)),))
+        self._held += size
+        self._reserved += size
+
+    def _give(self, size: int) -> None:
+        if self._budget is not None and size:
+            self._held -= size
+            self._budget.give(size)
 
     def feed(self, data: bytes) -> None:
         """Parse `data`; complete requests go to `ready`. Raises `Refusal` for a request that
@@ -238,15 +307,22 @@ class RequestReader:
             self._refuse(413, f"the body is over {self._max_body} bytes")
         try:
             self._path, self._query = _target(self._url)
+            head = RequestHead(parser.get_method().decode("ascii"), self._path, self._query, "HTTP/" + version, headers, length, self._chunked)
+            self._environ = self._on_head(head)  # before a byte of the body is parsed
         except Refusal as refusal:
             self._refusal = refusal
             raise
-        self.wants_continue = expect and version == "1.1" and (self._chunked or bool(length))
+        self._head = head
+        if length:
+            self._take(length)  # all of it now: a body that cannot fit is refused before it is sent
+        self.wants_continue = expect and version == "1.1" and head.has_body
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
         if self._body_size > self._max_body:
             self._refuse(413, f"the body is over {self._max_body} bytes")
+        if self._chunked:
+            self._take(len(body))
         self._body.append(body)
 
     def on_chunk_header(self) -> None:
@@ -254,15 +330,14 @@ class RequestReader:
 
     def on_message_complete(self) -> None:
         parser = self._parser
+        assert self._head is not None
         self.ready.append(
             ParsedRequest(
-                method=parser.get_method().decode("ascii"),
-                path=self._path,
-                query=self._query,
-                version="HTTP/" + parser.get_http_version(),
-                headers=self._headers,
+                head=self._head,
+                environ=self._environ,
                 body=b"".join(self._body),
                 keep_alive=parser.should_keep_alive() and not parser.should_upgrade(),
+                reserved=self._reserved,
             )
         )
         self.wants_continue = False
@@ -270,9 +345,9 @@ class RequestReader:
         self._turns += 1
         self._reset()
 
-    def _refuse(self, status: int, why: str) -> None:
+    def _refuse(self, status: int, why: str, headers: Sequence[tuple[str, str]] = ()) -> None:
         """From a callback: llhttp then stops with a callback error, which `_feed` turns into this."""
-        self._refusal = Refusal(status, why)
+        self._refusal = Refusal(status, why, headers=headers)
         raise self._refusal
 
 

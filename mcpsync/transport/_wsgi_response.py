@@ -122,7 +122,7 @@ class Response:
 
     def _head(self) -> bytes:
         assert self._status is not None, "the application yielded before calling start_response"
-        _check_sendable(self._status, self._headers)
+        check_sendable(self._status, self._headers)
         lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._writer.date_header()]
         code = int(self._status[:3])
         for name, value in self._headers:
@@ -194,7 +194,7 @@ class Response:
         framed by its length and says `Connection: close`; the application's own framing
         headers are replaced."""
         try:
-            _check_sendable(status, headers)
+            check_sendable(status, headers)
         except BadResponse:
             log.error("respond_now: %s", "a status or header with CR, LF or NUL; a 500 goes out instead")
             status, headers, body = "500 Internal Server Error", [("Content-Type", "text/plain")], b"internal server error\n"
@@ -202,15 +202,8 @@ class Response:
             if self._sending or self.answered_elsewhere:
                 return False
             self.answered_elsewhere = True
-        lines = [b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", self._writer.date_header()]
-        for name, value in headers:
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
-        lines.append(b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
-        if not self._head_only:
-            lines.append(body)
         try:
-            self._writer.send_all(b"".join(lines))
+            self._writer.send_all(closing_response(status, headers, body, self._writer.date_header(), head_only=self._head_only))
             self._writer.shutdown_write()  # the client reads the end of the response now
         except (_Gone, OSError):
             return False
@@ -246,16 +239,30 @@ class Response:
         return b"0\r\n\r\n" if self._chunked and not self._head_only else b""
 
 
-def _check_sendable(status: str, headers: list[tuple[str, str]]) -> None:
+def check_sendable(status: str, headers: list[tuple[str, str]]) -> None:
     text = status + "".join(name + value for name, value in headers)
     if "\r" in text or "\n" in text or "\0" in text:
         raise BadResponse(f"the status or a header holds CR, LF or NUL: {status!r}")
 
 
-def plain_response(status: int, why: str, date: bytes) -> bytes:
+def closing_response(status: str, headers: Iterable[tuple[str, str]], body: bytes, date: bytes, *, head_only: bool = False) -> bytes:
+    """A whole response that ends its connection: framed by its length, `Connection: close`, the
+    application's own framing headers replaced. The caller has checked it (`check_sendable`)."""
+    lines = [b"HTTP/1.1 ", status.encode("latin-1"), b"\r\n", date]
+    for name, value in headers:
+        if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+            lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+    lines.append(b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    if not head_only:
+        lines.append(body)
+    return b"".join(lines)
+
+
+def plain_response(status: int, why: str, date: bytes, headers: Iterable[tuple[str, str]] = ()) -> bytes:
     body = f"{status} {REASONS.get(status, '')}: {why}\n".encode("utf-8", "replace")
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
     head = (
         f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n"
     ).encode("latin-1")
     return head + date + b"\r\n" + body

@@ -17,10 +17,16 @@ limit) one more is answered 503 and closed at once. A closing connection lingers
 the answer instead of a reset (RFC 9112 §9.6), without a thread.
 
 Deadlines, not per-read timeouts: a request head must arrive within `timeout` seconds in all
-(408 past it), a body at `min_body_rate` bytes a second after that allowance (408), a new
-connection's first byte within `timeout`, the next request on a kept-alive one within
-`idle_timeout` (closed silently past either); a write that makes no progress for `timeout`
-seconds drops the connection.
+(408 past it), a body at `min_body_rate` bytes a second after that allowance and within
+`body_timeout` seconds in all however fast it comes (408), a new connection's first byte within
+`timeout`, the next request on a kept-alive one within `idle_timeout` (closed silently past
+either); a write that makes no progress for `timeout` seconds drops the connection.
+
+Nothing is spent on a body before its head is accepted: `head_check(environ)` (the application's
+own, e.g. `WsgiTransport.check_head`, which authenticates) is called once the head of a request
+with a body has arrived, before any of the body is read or `100 Continue` sent, and an answer it
+returns is sent instead, ending the connection. The bodies read at once, across connections, are
+bounded by `max_buffered_bytes` (`_http_budget`: past it a request is refused 503 at its head).
 
 Answering from another thread: `environ["mcpsync.respond_now"]` (`RESPOND_NOW`) writes a whole
 response from the calling thread, for an application whose own thread is stuck (a shutdown
@@ -46,11 +52,12 @@ import time
 from typing import Any
 
 from .._pool import WorkerPool
+from ._http_budget import BodyBudget
 from ._http_connection import RESPOND_NOW, Connection
 from ._http_parse import MAX_HEAD_BYTES, MAX_HEADERS
 from ._http_poller import READ, new_poller
 from ._wsgi_response import Clock, plain_response
-from .http_options import DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, WsgiApp
+from .http_options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, HeadCheck, WsgiApp
 
 __all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "RESPOND_NOW", "WsgiServer"]
 
@@ -59,6 +66,9 @@ log = logging.getLogger("mcpsync")
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 30.0
 DEFAULT_MIN_BODY_RATE = 16 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds a request's body may take in all, however steadily it comes (a body of the largest
+size, 16 MiB by default, must then come at 560 KB/s; an MCP request is a few KB)."""
 LINGER = 2.0
 """Seconds a closing connection keeps reading (and dropping) what the client still sends."""
 MAX_LINGERING = 1024
@@ -76,7 +86,11 @@ class WsgiServer:
     """Serves one WSGI application on `host:port` (port 0: any free one; see `.port`).
 
     Binds at construction, so a busy port fails in the caller. `serve()` runs the loop on the
-    calling thread until `stop()`; the workers are the server's own.
+    calling thread until `stop()`; the workers are the server's own. `head_check` (see the
+    module's docstring) gets the environ of a head whose body is not read yet (`wsgi.input` is
+    empty, `CONTENT_LENGTH` as declared) and returns None, or the (status, headers, body) to
+    answer instead. `max_buffered_bytes` (None: 64 MiB, or `max_body_bytes` if more) bounds the
+    bodies held at once.
     """
 
     def __init__(
@@ -91,16 +105,28 @@ class WsgiServer:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         min_body_rate: float = DEFAULT_MIN_BODY_RATE,
         max_body_bytes: int = 4 * 1024 * 1024,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        max_buffered_bytes: int | None = None,
+        head_check: HeadCheck | None = None,
     ) -> None:
+        if max_buffered_bytes is None:
+            max_buffered_bytes = max(DEFAULT_MAX_BUFFERED_BYTES, max_body_bytes)
         for name, value in (("threads", threads), ("max_connections", max_connections), ("timeout", timeout),
-                            ("idle_timeout", idle_timeout), ("min_body_rate", min_body_rate), ("max_body_bytes", max_body_bytes)):
+                            ("idle_timeout", idle_timeout), ("min_body_rate", min_body_rate), ("max_body_bytes", max_body_bytes),
+                            ("body_timeout", body_timeout), ("max_buffered_bytes", max_buffered_bytes)):
             if value <= 0:
                 raise ValueError(f"{name} must be positive")
+        if max_buffered_bytes < max_body_bytes:
+            raise ValueError("max_buffered_bytes must hold at least one body of max_body_bytes")
         self.app = app
+        self.head_check = head_check
         self.timeout = timeout
         self.idle_timeout = idle_timeout
         self.min_body_rate = min_body_rate
+        self.body_timeout = body_timeout
         self.max_body_bytes = max_body_bytes
+        # a sixteenth kept for small bodies, as long as one of the largest still fits without it
+        self.body_budget = BodyBudget(max_buffered_bytes, reserve=min(max_buffered_bytes // 16, max_buffered_bytes - max_body_bytes))
         self.max_connections = _within_fd_limit(max_connections)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         if host not in ("", "0.0.0.0", "::") and ":" not in host:

@@ -88,6 +88,7 @@ from ._http_rules import (
     normalize_origins,
     normalize_path,
     rebinding_refusal,
+    rebinding_remedy,
     route,
 )
 from ._http_sessions import FULL_RETRY_AFTER, HttpSession, SessionTable, Told
@@ -101,6 +102,7 @@ from .http_options import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
+    HeadAnswer,
     WsgiApp,
 )
 from .stdio import DEFAULT_MAX_FRAME_BYTES
@@ -122,6 +124,8 @@ RETRY_MS = 1000
 STORE_DOWN = "Service Unavailable: the session store cannot be reached; retry"
 
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
+_ADMITTED = "mcpsync.admitted"
+"""The environ key where `check_head` leaves (the transport, the principal) for `__call__`."""
 
 
 def _token_end(principal: Principal | None) -> float | None:
@@ -285,10 +289,7 @@ class WsgiTransport:
         if allow_origin is not None:
             start_response = Cors.wrap(start_response, allow_origin)
         try:
-            refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
-            if refusal is not None:
-                log.warning("refused a request from %s: %s (see allowed_hosts / allowed_origins)", environ.get("REMOTE_ADDR"), refusal)
-                raise _Refused(403, f"Forbidden: {refusal}")
+            self._check_rebinding(environ)
             method = environ.get("REQUEST_METHOD", "GET").upper()
             if Cors.is_preflight(environ):  # before authentication: a browser's preflight carries no token
                 if allow_origin is None:
@@ -297,22 +298,66 @@ class WsgiTransport:
                 return []
             if path != self.path:
                 return self._metadata(environ, start_response, method)
-            if self._closing:
-                raise _Refused(503, SHUTTING_DOWN)
-            if method not in ("POST", "GET", "DELETE"):
-                raise _Refused(405, f"Method Not Allowed: {method}", headers=[("Allow", "GET, POST, DELETE")])
-            principal = self._authenticate(environ)
+            principal = self._admit(environ, method)
             if method == "POST":
                 return self._post(environ, start_response, principal)
             if method == "GET":
                 return self._get(environ, start_response, principal)
             return self._delete(environ, start_response, principal)
         except _Refused as refused:
-            return json_reply(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), refused.headers)
+            return self._refused(start_response, refused)
         except StoreUnavailable as exc:
             log.warning("answered 503 to a handshake-era request: %s", exc)
             down = _Refused(503, STORE_DOWN, headers=[("Retry-After", str(RETRY_AFTER))])
             return json_reply(start_response, 503, jsonrpc.encode(jsonrpc.error_frame(None, down.error)), down.headers)
+
+    # -- before the body: what a request's head alone decides -------------------------------------
+    def check_head(self, environ: dict[str, Any]) -> HeadAnswer | None:
+        """The answer to a request to the endpoint that its head alone decides (a token missing,
+        bad or without the endpoint's scopes; a foreign Host or Origin; a method it does not
+        serve; a shutdown), or None. mcpsync's own server calls it before it reads the body or
+        sends `100 Continue`, and sends the answer instead, so a caller refused here costs no
+        body (`WsgiServer(head_check=...)`). `__call__` then finds the principal checked here
+        (under any other WSGI server it checks the head itself, before it reads `wsgi.input`)."""
+        if normalize_path(environ.get("PATH_INFO", "")) != self.path or Cors.is_preflight(environ):
+            return None  # the metadata, the fallback's paths and a preflight have their own rules
+        try:
+            self._check_rebinding(environ)
+            principal = self._admit(environ, environ.get("REQUEST_METHOD", "GET").upper())
+        except _Refused as refused:
+            answer: list[Any] = []
+            start_response: Callable[..., Any] = lambda status, headers, exc_info=None: answer.extend((status, headers))  # noqa: E731
+            allow_origin = None if self._cors is None else self._cors.allow_origin(environ)
+            if allow_origin is not None:
+                start_response = Cors.wrap(start_response, allow_origin)
+            body = b"".join(self._refused(start_response, refused))
+            return answer[0], answer[1], body
+        environ[_ADMITTED] = (self, principal)
+        return None
+
+    def _check_rebinding(self, environ: dict[str, Any]) -> None:
+        refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
+        if refusal is not None:
+            log.warning("refused a request from %s: %s; %s", environ.get("REMOTE_ADDR"), refusal, rebinding_remedy(refusal))
+            raise _Refused(403, f"Forbidden: {refusal}")
+
+    def _admit(self, environ: dict[str, Any], method: str) -> Principal | None:
+        """A request to the endpoint that may be served, by whom (None without `Auth`); from its
+        head alone, before its body is read."""
+        if self._closing:
+            raise _Refused(503, SHUTTING_DOWN)
+        admitted = environ.get(_ADMITTED)
+        if admitted is not None and admitted[0] is self:  # check_head has, moments ago
+            principal: Principal | None = admitted[1]
+            if principal is None or principal.expires_at is None or principal.expires_at > time.time():
+                return principal
+        if method not in ("POST", "GET", "DELETE"):
+            raise _Refused(405, f"Method Not Allowed: {method}", headers=[("Allow", "GET, POST, DELETE")])
+        return self._authenticate(environ)
+
+    @staticmethod
+    def _refused(start_response: Callable[..., Any], refused: _Refused) -> list[bytes]:
+        return json_reply(start_response, refused.status, jsonrpc.encode(jsonrpc.error_frame(refused.request_id, refused.error)), refused.headers)
 
     # -- authorization ---------------------------------------------------------------------------
     def _authenticate(self, environ: dict[str, Any]) -> Principal | None:

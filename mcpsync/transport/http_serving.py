@@ -32,12 +32,27 @@ class HttpServing:
     """
 
     def __init__(
-        self, app: WsgiTransport, host: str, port: int, *, threads: int = DEFAULT_THREADS, max_connections: int = DEFAULT_MAX_CONNECTIONS
+        self,
+        app: WsgiTransport,
+        host: str,
+        port: int,
+        *,
+        threads: int = DEFAULT_THREADS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_buffered_bytes: int | None = None,
     ) -> None:
         self.app = app
         # binds now: a busy port fails here, in the caller
         self._server = WsgiServer(
-            app, host, port, threads=threads, max_connections=max_connections, timeout=DEFAULT_TIMEOUT, max_body_bytes=app.max_body_bytes
+            app,
+            host,
+            port,
+            threads=threads,
+            max_connections=max_connections,
+            timeout=DEFAULT_TIMEOUT,
+            max_body_bytes=app.max_body_bytes,
+            max_buffered_bytes=max_buffered_bytes,
+            head_check=app.check_head,  # authenticated before a byte of the body is read
         )
         self.host, self.port = self._server.host, self._server.port
         shown = f"[{self.host}]" if ":" in self.host else self.host
