@@ -329,3 +329,27 @@ def test_a_forged_client_assertion_is_refused(provider: OidcProvider) -> None:
     forger = ClientCredentials("signer", private_key=other, signing_algorithm="ES256")
     with jwt_endpoint(provider) as url, pytest.raises(mcpsync.McpError, match="invalid_client"), mcpsync.connect(url, auth=forger):
         pass
+
+
+def test_the_typescript_sdk_logs_in_through_oidc_provider_and_calls_mcpsync(listing: OidcProvider, node: str,
+                                                                         npm_entry: Any, bounded: Any) -> None:
+    """The official TypeScript SDK client (1.32.2, its auth() and an OAuthClientProvider) does the
+    discovery, registration, PKCE and token request itself against oidc-provider, then calls a
+    tool on mcpsync's endpoint with the JWT it got (integration/oidc/sdk_oauth_driver.mjs).
+
+    On `listing`: the SDK puts the challenge's scope in its registration, which the provider that
+    keeps the MCP scopes to its resource server refuses (invalid_client_metadata), as it refused
+    mcpsync's before registration stopped naming scopes."""
+    provider = listing
+    npm_entry("everything")  # scripts/peers-npm: the SDK is installed with the servers
+    sdk = REPO_ROOT / ".peers-npm" / "node_modules" / "@modelcontextprotocol" / "sdk"
+    before = len(provider.events())
+    with jwt_endpoint(provider) as url:
+        run = bounded([node, str(Path(__file__).parent / "oidc" / "sdk_oauth_driver.mjs"), str(sdk), url], timeout=LONG * 2)
+    assert run.returncode == 0, run.stderr + provider.stderr()
+    seen = json.loads(run.stdout)
+    registered = [event["client_id"] for event in provider.events()[before:] if event["event"] == "registration_create.success"]
+    assert seen["clientId"] in registered
+    assert seen["whoami"] == {"subject": "alice", "client": seen["clientId"], "scopes": ["mcp:tools"]}
+    assert (seen["resource"], seen["codeChallengeMethod"]) == (url, "S256")
+    assert "mcp:tools" in seen["scope"].split()
