@@ -23,9 +23,11 @@ from mcpsync import Server, Service
 from mcpsync.auth import Auth
 from mcpsync.auth.jwt import JwtVerifier
 from mcpsync.bus import MemoryBus, MemoryStore
+from mcpsync.gateway.remote import RemoteSource
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
 
 from .._timeouts import LONG
+from ..gateway.test_remote import FakeConnector, FakeSession, options
 from ..sse_stream import SseStream
 from .authority import Authority
 
@@ -240,6 +242,21 @@ def test_what_waited_for_the_stream_is_told_as_the_streams_token_allows(authorit
     stream.close()
 
 
+def test_updates_kept_for_a_later_stream_show_no_gap_where_a_hidden_one_was(authority: Authority, endpoint: Endpoint) -> None:
+    """Before any GET stream, the token of the session's latest request decides what is kept:
+    the hidden update gets no event id, so the stream opened later cannot count what it missed."""
+    tools = token(authority, TOOLS)
+    session = endpoint.initialize(tools)
+    assert endpoint.subscribe(tools, session, "secret://") == 200
+    endpoint.server.notify_resource_updated(MASTER)
+    endpoint.server.notify_resource_updated(PUBLIC)
+    stream, primed = endpoint.get_stream_primed(tools, session)
+    event_id, message = stream.message()
+    assert message["params"]["uri"] == PUBLIC
+    assert event_id == str(int(primed) + 1)
+    stream.close()
+
+
 # -- 2026-07-28: subscriptions/listen with resourceSubscriptions ----------------------------------
 
 def test_a_tools_token_listening_to_the_scheme_is_told_only_of_the_public_update(authority: Authority, endpoint: Endpoint) -> None:
@@ -293,3 +310,31 @@ def test_across_replicas_a_stream_held_by_one_is_told_only_what_its_token_may_re
     assert [updated(his), updated(his)] == [MASTER, PUBLIC]
     for stream in (hers, his, listening):
         stream.close()
+
+
+# -- a gateway: an upstream's resources need no scope of the gateway's own ------------------------
+
+def test_a_gateway_tells_of_an_upstream_resource_it_lists_and_of_nothing_it_cannot_read(authority: Authority) -> None:
+    """The upstream (the scripted upstream of tests/gateway, announcing on what stands for its
+    reader thread) lists `up://docs/readme`: an update of it reaches the tools token, as reading
+    it would. An update of a URI it does not list, and one of the gateway's own admin resource
+    (an upstream cannot make a local entry's update public), reach nobody without the scopes."""
+    upstream = FakeSession(resources=["up://docs/readme"])
+    gateway = Server("gw", services=[vault()], auth=jwt_auth(authority), shutdown_timeout=LONG)
+    gateway.catalog.add_remote(RemoteSource("up", FakeConnector(upstream), options()))
+    served = Endpoint(gateway)
+    try:
+        tools = token(authority, TOOLS)
+        session = served.initialize(tools)
+        for uri in ("up://", "secret://"):
+            assert served.subscribe(tools, session, uri) == 200
+        stream = served.get_stream(tools, session)
+        hers = served.listen(tools, ["up://", "secret://"])
+        for uri in ("up://docs/unlisted", MASTER, "up://docs/readme"):
+            upstream.announce("notifications/resources/updated", {"uri": uri})
+        assert updated(stream) == "up://docs/readme"
+        assert updated(hers) == "up://docs/readme"
+        stream.close()
+        hers.close()
+    finally:
+        served.close()
