@@ -5,15 +5,18 @@ Strategy: a JWT's claims and an RFC 7662 introspection answer use the same names
 leeway, and refuses with the same few words ("wrong audience", "the token has expired"). What
 differs is passed in: a JWT must carry `exp` and must not be issued in the future (`iat`); an
 introspection answer may omit what its authorization server does not say.
+
+Whatever a claim holds, the answer is a refusal in those few words or a pass, never an exception
+of another kind: a validly signed token is still hostile input (a NumericDate of 400 digits, which
+`float()` cannot hold, is "malformed token", not an OverflowError).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .principal import InvalidToken
+from .principal import InvalidToken, numeric_date
 
 
 def check_claims(
@@ -55,6 +58,7 @@ def _number(claims: Mapping[str, Any], name: str) -> float | None:
     value = claims.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    number = numeric_date(value)
+    if number is None:
         raise InvalidToken("malformed token")
-    return float(value)
+    return number

@@ -21,8 +21,11 @@ authorization server is down. It is refreshed when older than `jwks_max_age` (or
 `Cache-Control: max-age` when shorter, but never more often than `min_refresh_interval`). A `kid`
 the set does not have triggers one refetch (the authority may have rotated its keys), at most once
 per `min_refresh_interval`: random `kid`s from an attacker cost a dict lookup, not a fetch each.
-One thread fetches at a time, under a lock taken with a timeout; the others wait for it and use
-what it got. A failed fetch keeps the keys already held (with one warning per failure streak), and
+One thread fetches at a time, on the thread of the request that needed it; the lock guards only
+the bookkeeping, never the network. The others that need keys meanwhile wait for that fetch, but
+no longer than until its own timeout runs out, and then use what it got or the keys already held:
+an endpoint that stalls holds its one fetcher (bounded by `timeout`), never everyone; and while a
+fetch is in flight, however late, no second one starts. A failed fetch keeps the keys already held (with one warning per failure streak), and
 with no keys at all the verifier raises `VerifierUnavailable` (503, not 401: the token may be
 fine). Failed attempts are rate-limited the same way, so an authority that is down is not hammered
 once per request.
@@ -237,6 +240,17 @@ class _Keys:
         return None
 
 
+class _Fetch:
+    """One JWKS fetch in flight: when it must be over by (`time.monotonic()`), and what its waiters wait on."""
+
+    __slots__ = ("deadline", "done", "error")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.done = threading.Event()
+        self.error: FetchError | None = None
+
+
 class _KeySet:
     """The issuer's JWKS: fetched on first use, refreshed with age, refetched (rate-limited) on an unknown kid."""
 
@@ -249,11 +263,12 @@ class _KeySet:
         self._max_age = max_age
         self._min_interval = min_interval
         self._clock = clock
-        self._fetch_lock = threading.Lock()  # held by the one thread fetching
+        self._lock = threading.Lock()  # guards the fields below; never held across a fetch
+        self._fetching: _Fetch | None = None  # the fetch in flight, if any
         self._current: _Keys | None = None
         self._last_attempt: float | None = None
-        self._attempts = 0  # fetch attempts so far: a waiter that sees it move knows someone just tried
-        self._failures = 0  # failed attempts in a row
+        self._attempts = 0  # fetch attempts so far: a thread that sees it move knows someone just tried
+        self._failures = 0  # failed attempts in a row (written only by the one thread fetching)
 
     def key_for(self, kid: Any, alg: str) -> PyJWK:
         """The key to check a token naming `kid` and `alg` with.
@@ -284,32 +299,45 @@ class _KeySet:
         return last is None or not last <= now < last + self._min_interval
 
     def _refresh(self, attempts_seen: int) -> _Keys:
-        """The key set after at most one fetch: this thread's, or the one another thread just made."""
-        if not self._fetch_lock.acquire(timeout=2 * self._timeout + 1.0):
-            return self._held("another thread's JWKS fetch did not finish in time")
+        """The key set after at most one fetch: this thread's, or the one in flight on another
+        thread (waited for until its deadline at most), or none when one was just made."""
+        with self._lock:
+            other = self._fetching
+            if other is None:
+                now = self._clock()
+                if self._attempts != attempts_seen or not self._may_fetch(now):
+                    return self._held("the last JWKS fetch failed")
+                self._last_attempt = now
+                self._attempts += 1
+                self._fetching = mine = _Fetch(time.monotonic() + self._timeout)
+        if other is not None:
+            if not other.done.wait(max(0.0, other.deadline - time.monotonic())):
+                return self._held("another thread's JWKS fetch did not finish in time")
+            return self._held("the last JWKS fetch failed", cause=other.error)
         try:
-            now = self._clock()
-            if self._attempts != attempts_seen or not self._may_fetch(now):
-                return self._held("the last JWKS fetch failed")
-            self._last_attempt = now
-            self._attempts += 1
-            try:
-                reply = get_json(self._url, timeout=self._timeout)
-                keys = self._parse(reply.body)
-            except FetchError as exc:
-                self._failures += 1
-                if self._failures == 1:
-                    log.warning("cannot fetch the JWKS: %s; %s", exc,
-                                "keeping the keys held" if self._current is not None else "tokens cannot be checked")
-                return self._held(str(exc), cause=exc)
-            if self._failures:
-                log.info("fetched the JWKS from %s again after %d failed attempts", safe_url(self._url), self._failures)
-            self._failures = 0
-            max_age = self._max_age if reply.max_age is None else max(self._min_interval, min(self._max_age, reply.max_age))
-            self._current = keys = _Keys(keys.keys, now, now + max_age)
-            return keys
+            return self._fetch(now, mine)
         finally:
-            self._fetch_lock.release()
+            with self._lock:
+                self._fetching = None
+            mine.done.set()
+
+    def _fetch(self, now: float, fetch: _Fetch) -> _Keys:
+        """Fetch the key set now (this thread is the one fetching): the new keys, else those held."""
+        try:
+            reply = get_json(self._url, timeout=self._timeout)
+            keys = self._parse(reply.body)
+        except FetchError as exc:
+            fetch.error = exc
+            self._failures += 1
+            if self._failures == 1:
+                log.warning("cannot fetch the JWKS: %s; %s", exc, "keeping the keys held" if self._current is not None else "tokens cannot be checked")
+            return self._held(str(exc), cause=exc)
+        if self._failures:
+            log.info("fetched the JWKS from %s again after %d failed attempts", safe_url(self._url), self._failures)
+        self._failures = 0
+        max_age = self._max_age if reply.max_age is None else max(self._min_interval, min(self._max_age, reply.max_age))
+        self._current = keys = _Keys(keys.keys, now, now + max_age)
+        return keys
 
     def _held(self, why: str, cause: BaseException | None = None) -> _Keys:
         """The keys already held, else VerifierUnavailable."""

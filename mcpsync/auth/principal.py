@@ -11,11 +11,15 @@ again.
 
 A `Principal` is immutable and carries the token's claims read-only. Its `key` (issuer, subject,
 client) is what a handshake-era session and a sealed `requestState` are bound to: a refreshed
-token of the same caller keeps both, another caller's token opens neither.
+token of the same caller keeps both, another caller's token opens neither. The key is an encoding
+of the three parts that no other three parts share (each part length-prefixed, so no separator a
+claim could contain joins them), and `Auth` refuses a principal that names neither a subject nor a
+client, which would otherwise share one key with every other such token.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -58,20 +62,28 @@ class Principal:
     claims: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Everything the token (or the introspection answer) said, read-only."""
     key: str = field(init=False, repr=False, compare=False)
-    """The caller's identity, stable across token refreshes: issuer, subject and client. A session
-    or a `requestState` made for one key is refused to any other. (Made once: every request of a
-    session and every sealed state asks for it.)"""
+    """The caller's identity, stable across token refreshes: issuer, subject and client, encoded so
+    that two different triples never give the same key. A session or a `requestState` made for one
+    key is refused to any other. (Made once: every request of a session and every sealed state
+    asks for it.)"""
 
     def __post_init__(self) -> None:
         if not isinstance(self.scopes, frozenset):
             object.__setattr__(self, "scopes", frozenset(self.scopes))
         if not isinstance(self.claims, MappingProxyType):
             object.__setattr__(self, "claims", MappingProxyType(dict(self.claims)))
-        object.__setattr__(self, "key", "\x00".join(part or "" for part in (self.issuer, self.subject, self.client_id)))
+        object.__setattr__(self, "key", _identity_key(self.issuer, self.subject, self.client_id))
 
     def has_scopes(self, needed: Iterable[str]) -> bool:
         """Whether this principal holds every scope in `needed`."""
         return self.scopes.issuperset(needed)
+
+
+def _identity_key(*parts: str | None) -> str:
+    """`parts` as one string that no other sequence of parts gives: each is `-` when None, else
+    its length, a colon and itself. (Joining with a separator would let a claim that contains the
+    separator pose as two other claims.)"""
+    return "".join("-" if part is None else f"{len(part)}:{part}" for part in parts)
 
 
 @runtime_checkable
@@ -113,15 +125,27 @@ def principal_from_claims(claims: Mapping[str, Any]) -> Principal:
     """A `Principal` from a JWT's claims or an introspection answer (RFC 7662 uses the same names)."""
     subject = _text(claims.get("sub")) or _text(claims.get("username"))
     client_id = _text(claims.get("client_id")) or _text(claims.get("azp")) or _text(claims.get("cid"))
-    expires = claims.get("exp")
     return Principal(
         subject=subject,
         client_id=client_id,
         scopes=scopes_from_claims(claims),
         issuer=_text(claims.get("iss")),
-        expires_at=float(expires) if isinstance(expires, (int, float)) and not isinstance(expires, bool) else None,
+        expires_at=numeric_date(claims.get("exp")),
         claims=claims,
     )
+
+
+def numeric_date(value: Any) -> float | None:
+    """A NumericDate claim's value as a float; None unless it is a finite number (a bool is not
+    one, and an integer too large for a float, which `float()` refuses with OverflowError, is not
+    either)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _text(value: Any) -> str | None:

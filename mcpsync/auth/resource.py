@@ -6,7 +6,9 @@ layer's three questions as plain functions of a WSGI environ:
 
 - *Who is this?* `authenticate(environ, endpoint_path)`: the bearer token of the `Authorization` header (RFC 6750
   §2.1; never the query string, which is refused), checked by the verifier, its scopes widened by
-  `scope_implies`, and the server-wide scopes required. A refusal is an `AuthRefusal` carrying the
+  `scope_implies`, and the server-wide scopes required. A principal that names neither a subject
+  nor a client is refused (401 `invalid_token`), whatever verifier answered it: it would be no one
+  in particular, and all such callers would share one identity and so each other's sessions. A refusal is an `AuthRefusal` carrying the
   status and the `WWW-Authenticate` challenge: 401 without a token or with a bad one, 403
   `insufficient_scope` naming the scopes, 400 for a malformed header, 503 when the verifier cannot
   check now.
@@ -155,6 +157,10 @@ class Auth:
             raise self._refusal(401, "invalid_token", "the access token is not valid", where)
         if not isinstance(principal, Principal):
             raise TypeError(f"{type(self.verifier).__name__}.verify() returned {type(principal).__name__}, not a Principal or None")
+        if not principal.subject and not principal.client_id:
+            # No one in particular: every such token would share one identity (`Principal.key`),
+            # so one holder could use another's session. Refused here, whichever verifier said it.
+            raise self._refusal(401, "invalid_token", "the token names no subject and no client", where)
         principal = self.widen(principal)
         missing = [scope for scope in self.required_scopes if scope not in principal.scopes]
         if missing:

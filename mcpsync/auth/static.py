@@ -39,7 +39,8 @@ class StaticTokens:
     """Verifies tokens against a fixed set: token -> its `Principal`, or just its scopes.
 
     Raises:
-        ValueError: a token is too short, has characters a bearer token cannot have, or is given twice.
+        ValueError: a token is too short, has characters a bearer token cannot have, or is given
+            twice; or its `Principal` names neither a subject nor a client (no one in particular).
     """
 
     __slots__ = ("_principals",)
@@ -50,6 +51,8 @@ class StaticTokens:
             problem = _problem(token)
             if problem:
                 raise ValueError(f"static token {number}: {problem}")
+            if isinstance(given, Principal) and not given.subject and not given.client_id:
+                raise ValueError(f"static token {number}: its principal names no subject and no client (Auth would refuse it)")
             self._principals[token_digest(token)] = given if isinstance(given, Principal) else _principal(token, None, None, given)
 
     @classmethod
