@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._fetch import FetchError, check_url, probe, safe_url
+from ._fetch import FetchError, check_url, endpoint_problem, probe, safe_url
 from .browser import LoopbackListener, open_browser
 from .discovery import (
     Challenge,
@@ -145,8 +145,8 @@ class OAuth:
             raise ValueError("client_secret needs client_id")
         if client_metadata_url is not None:
             parts = urllib.parse.urlsplit(client_metadata_url)
-            if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/"):
-                raise ValueError("client_metadata_url must be an https URL with a path (the client ID metadata document)")
+            if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/") or endpoint_problem(client_metadata_url):
+                raise ValueError("client_metadata_url must be an https URL with a path and no credentials or fragment (the client ID metadata document)")
         if callback is not None and redirect_uri is None:
             raise ValueError("a callback needs the redirect_uri the authorization server sends the browser to")
         if redirect_uri is not None and callback is None:

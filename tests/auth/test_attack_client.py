@@ -469,3 +469,10 @@ def test_the_printed_login_url_obeys_the_browser_rule_too(capsys: pytest.Capture
     assert capsys.readouterr().err == ""
     _print_url("https://as.example.com/authorize?state=x")
     assert "https://as.example.com/authorize?state=x" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["https://user:pw@client.example.com/meta.json", "https://client.example.com/meta.json#x",
+                                 "https://client.example.com/meta .json", "http://client.example.com/meta.json"])
+def test_a_client_metadata_document_url_with_credentials_or_a_fragment_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="client_metadata_url"):
+        OAuth(client_metadata_url=url, token_store=MemoryTokenStore())
