@@ -237,7 +237,7 @@ def test_a_step_up_from_the_cli(listing: OidcProvider, tmp_path: Path) -> None:
         assert mcpsync_cli("login", url, home=tmp_path).returncode == 0
         refused = mcpsync_cli("call", "reset", url, home=tmp_path)
         assert refused.returncode != 0 and "mcp:admin" in refused.stderr
-        stepped = mcpsync_cli("login", "--scope", "mcp:tools", "--scope", "mcp:admin", url, home=tmp_path)
+        stepped = mcpsync_cli("login", "--scope", "mcp:admin", url, home=tmp_path)
         assert stepped.returncode == 0, stepped.stderr
         called = mcpsync_cli("call", "reset", url, home=tmp_path)
         assert (called.returncode, called.stdout.strip()) == (0, "reset done"), called.stderr
