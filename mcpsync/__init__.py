@@ -35,6 +35,7 @@ from .errors import CallTimeout as CallTimeout
 from .errors import ConnectionLost as ConnectionLost
 from .errors import InputRoundsExceeded as InputRoundsExceeded
 from .errors import InvalidTool as InvalidTool
+from .errors import InvalidUrl as InvalidUrl
 from .errors import McpsyncError as McpsyncError
 from .errors import MissingCallback as MissingCallback
 from .errors import ProtocolViolation as ProtocolViolation
@@ -93,6 +94,7 @@ __all__ = [
     "InputRoundsExceeded",
     "Interceptor",
     "InvalidTool",
+    "InvalidUrl",
     "ListChanged",
     "McpError",
     "McpsyncError",

@@ -5,7 +5,9 @@ Strategy: one `FileTokenStore` (the default directory) holds what `login` got; t
 commands reach a URL with the token a `--token-env` variable holds, else with an `OAuth` that
 only uses and refreshes those tokens (`interactive=
 False`: a command that lists tools must never open a browser; a refusal it cannot answer fails
-saying to run `mcpsync login URL`). Imported only by those commands.
+saying to run `mcpsync login URL`, or, when the server names no authorization server to log in
+to, saying to pass a token with `--token-env`: `nothing_to_log_in_to`). Imported only by those
+commands.
 """
 
 from __future__ import annotations
@@ -16,16 +18,22 @@ from collections.abc import Iterable
 
 from .auth.browser import browser_url
 from .auth.credentials import BearerToken, HttpCredentials
+from .auth.discovery import OAuthError, bearer_challenge, discover_authorization_server, discover_resource, origin
 from .auth.oauth import OAuth
 from .auth.store import FileTokenStore
+from .errors import McpsyncError
+
+TOKEN_ENV_HINT = "pass the token you were given in an environment variable, with --token-env VARIABLE"
+"""What the client commands' errors say when a login cannot help."""
+TOKENS_GO_TO = "mcpsync tools, call and listen with --token-env VARIABLE"
 
 
-def credentials_for(token_env: str | None) -> HttpCredentials:
+def credentials_for(token_env: str | None, *, timeout: float = 30.0) -> HttpCredentials:
     """The client commands' credentials for a URL: the bearer token in the environment variable
     `token_env` (a token the user was given), else the tokens `mcpsync login` kept, refreshed when
     they expire, never a new login. ValueError when the variable is not set."""
     if token_env is None:
-        return OAuth(interactive=False)
+        return _KeptTokens(timeout)
     token = os.environ.get(token_env)
     if not token:
         raise ValueError(f"the environment variable {token_env} is not set")
@@ -44,8 +52,71 @@ def log_in(url: str, *, client_id: str | None, client_metadata_url: str | None, 
         token_store=store,
         login_timeout=timeout,
     )
-    oauth.login(url)
+    try:
+        oauth.login(url)
+    except OAuthError:
+        _, reason = _resource_metadata(url, None, 30.0)  # not all of nothing_to_log_in_to: an endpoint
+        if reason is None:  # without metadata may ask for no login at all, which OAuth's error says
+            raise
+        raise OAuthError(f"{reason}, so there is nothing to log in to: a token you were given goes to {TOKENS_GO_TO}") from None
     return str(store.directory)
+
+
+class _KeptTokens:
+    """The tokens `mcpsync login` kept (an `OAuth` that never starts a login), whose refusal says
+    what would help: `mcpsync login URL` (`OAuth`'s own message) when the server names an
+    authorization server, else `--token-env`, since a login there can only fail."""
+
+    def __init__(self, timeout: float) -> None:
+        self._oauth = OAuth(interactive=False, timeout=timeout)
+        self._timeout = timeout
+
+    def authorization(self, resource: str) -> str | None:
+        return self._oauth.authorization(resource)
+
+    def refused(self, resource: str, status: int, www_authenticate: str | None, sent: str | None) -> bool:
+        try:
+            return self._oauth.refused(resource, status, www_authenticate, sent)
+        except OAuthError:
+            reason = nothing_to_log_in_to(resource, www_authenticate, timeout=self._timeout)
+            if reason is None:
+                raise
+            raise OAuthError(f"{reason}, so there is nothing to log in to: {TOKEN_ENV_HINT}") from None
+
+
+def nothing_to_log_in_to(url: str, www_authenticate: str | None, *, timeout: float) -> str | None:
+    """Why a login to the endpoint `url`, which refused a request, can only fail; None when it
+    names somewhere to log in.
+
+    Asked only once a login would be needed, so an ordinary refusal costs nothing more: protected
+    resource metadata (where the 401's challenge says, else at the well-known URLs) that names no
+    authorization server, or that is refused (it names another resource); or no such metadata,
+    and no authorization server metadata at the endpoint's origin either (the 2025-03-26 fallback
+    would guess endpoints that are not there). A server that checks static tokens (`mcpsync
+    serve --auth-token-file`) is the common case."""
+    challenge = bearer_challenge(www_authenticate)
+    hint = challenge.params.get("resource_metadata") if challenge is not None else None
+    found, refused = _resource_metadata(url, hint, timeout)
+    if found or refused is not None:
+        return refused
+    issuer = origin(url)
+    try:
+        if discover_authorization_server(issuer, timeout=timeout) is not None:
+            return None
+    except McpsyncError:
+        return None  # there is one; the login's own error says what is wrong with it
+    return f"{url} publishes no protected resource metadata, and {issuer} no authorization server metadata"
+
+
+def _resource_metadata(url: str, hint: str | None, timeout: float) -> tuple[bool, str | None]:
+    """Whether `url` publishes protected resource metadata, and why it cannot be logged in with
+    (the reason discovery refused it), or None when it can."""
+    try:
+        return discover_resource(url, hint, timeout=timeout) is not None, None
+    except OAuthError as exc:  # found, but it names no authorization server (or one refused)
+        return True, str(exc)
+    except McpsyncError:
+        return False, None
 
 
 def log_out(url: str) -> bool:

@@ -7,11 +7,13 @@ stderr only: on stdio, stdout is the wire.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -570,7 +572,13 @@ def _sealer(secret: str, ttl: float) -> RequestStateSealer:
 # -- the client commands ---------------------------------------------------------------------------
 
 EXIT_TOOL_ERROR = 1
+EXIT_USAGE = 2
 EXIT_FAILURE = 3
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: 128 + SIGINT, what a shell reports for a command the signal ended (not click's 1, which
+`call` uses for a tool's error)."""
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
+"""scheme://authority at the start of an argument: a URL, whatever its scheme."""
 
 
 def _client_options(command: F) -> F:
@@ -596,29 +604,98 @@ class _ClientFailure(click.ClickException):
     exit_code = EXIT_FAILURE
 
 
+class _UsageFailure(click.ClickException):
+    """A usage error told in one line (click's own adds the usage and a hint about --help)."""
+
+    exit_code = EXIT_USAGE
+
+
+class _NeedsAnswer(click.ClickException):
+    """The tool asked for something this command cannot give (elicitation, sampling, roots): the
+    tool did not succeed, as in the handshake era, where the server answers such a call with an
+    error result, so both eras exit alike."""
+
+    exit_code = EXIT_TOOL_ERROR
+
+
+def _interruptible(command: F) -> F:
+    """`command`, ended by Ctrl-C with EXIT_INTERRUPTED and one word on stderr, rather than
+    click's "Aborted!" and 1 (the session is closed on the way out, its child stopped)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+    return cast(F, run)
+
+
+def _shown(url: str) -> str:
+    """`url` without its user:password@, for a message."""
+    return _URL.sub(lambda found: f"{found.group(1)}://{found.group(2).rpartition('@')[2]}", url, count=1)
+
+
+def _has_credentials(url: str) -> bool:
+    found = _URL.match(url)
+    return found is not None and "@" in found.group(2)
+
+
+def _endpoint(server: tuple[str, ...]) -> str | None:
+    """The http(s) URL that SERVER is, or None when it is a command. A usage error for a URL this
+    command cannot use: another scheme (a typo such as htp://, which would otherwise be started as
+    a program), or credentials in it, which are never sent (a token goes in --token-env)."""
+    found = _URL.match(server[0]) if len(server) == 1 else None
+    if found is None:
+        return None
+    url, scheme = server[0], found.group(1).lower()
+    if scheme not in ("http", "https"):
+        raise _UsageFailure(f"{_shown(url)!r} looks like a URL with an unknown scheme {found.group(1)!r}: only http:// and https:// URLs are supported")
+    if _has_credentials(url):
+        raise _UsageFailure(
+            f"{_shown(url)}: credentials in the URL are not supported; pass a token in an environment variable with --token-env VARIABLE, "
+            f"or log in: mcpsync login {_shown(url)}"
+        )
+    return scheme + url[len(scheme) :]  # HTTPS://... too
+
+
 def _open(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None) -> ClientSession:
     """A session with the server: a command, or a URL reached with the token in `token_env`, else
     with the tokens `mcpsync login` stored for it (never a browser here: a refused URL says to log
-    in)."""
+    in, or, when there is nothing to log in to, to pass a token with --token-env)."""
     from .client import connect
-    from .errors import McpsyncError
+    from .errors import InvalidUrl, McpsyncError
 
-    target: list[str] | str = list(server)
+    url = _endpoint(server)
+    target: list[str] | str = list(server) if url is None else url  # a Streamable HTTP endpoint, or a command
     auth: Any = None
-    if len(server) == 1 and server[0].startswith(("http://", "https://")):
-        target = server[0]  # a Streamable HTTP endpoint rather than a command
+    if url is not None:
         from ._login import credentials_for
 
         try:
-            auth = credentials_for(token_env)
+            auth = credentials_for(token_env, timeout=timeout)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--token-env") from exc
     elif token_env is not None:
         raise click.BadParameter("is for a URL: a command takes its credentials from its environment", param_hint="--token-env")
     try:
         return connect(target, mode=mode, timeout=timeout, auth=auth)
+    except InvalidUrl as exc:
+        raise _UsageFailure(str(exc)) from exc
     except McpsyncError as exc:
         raise _ClientFailure(f"cannot talk to {' '.join(server)}: {exc}") from exc
+
+
+def _needs_an_answer(exc: Exception) -> bool:
+    """Whether a failed call is the tool asking for what no client command gives: a 2026-07-28
+    server's -32021 (the client capability is not declared), or an input_required asking for it
+    anyway (MissingCallback)."""
+    from .errors import MissingCallback
+    from .protocol.jsonrpc import ErrorCode, McpError
+
+    return isinstance(exc, MissingCallback) or (isinstance(exc, McpError) and exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY)
 
 
 def _print_json(value: object) -> None:
@@ -630,6 +707,7 @@ def _print_json(value: object) -> None:
 @cli.command(short_help="List the tools of an MCP server (URL or COMMAND).")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full tool definitions as JSON.")
+@_interruptible
 def tools(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
     """List the tools of the MCP server at URL (Streamable HTTP) or started by COMMAND.
 
@@ -659,11 +737,24 @@ def tools(server: tuple[str, ...], mode: str, timeout: float, token_env: str | N
 @click.option("--args", "arguments", default="{}", show_default=True, help="Tool arguments as a JSON object.")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole CallToolResult as JSON.")
+@_interruptible
 def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
     """Call TOOL on the MCP server at URL (Streamable HTTP) or started by COMMAND, and print its
     result.
 
-    Exits 1 when the tool reports an error (isError), 3 when the call itself fails.
+    It answers no question of the tool's: a tool that asks the user (elicitation), the model
+    (sampling) or for the client's roots does not succeed here, in either protocol era.
+
+    \b
+    Exit status:
+      0    the tool succeeded
+      1    the tool reported an error (isError), or it asked for what mcpsync call
+           cannot give (elicitation, sampling, roots)
+      2    a usage error: an unknown option, --args that are not a JSON object,
+           a URL that cannot be used (an unknown scheme, credentials in it)
+      3    the call itself failed: the server could not be started, reached or
+           authorized, it answered a JSON-RPC error, or --timeout passed
+      130  interrupted (Ctrl-C)
 
     \b
     Examples:
@@ -688,6 +779,8 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
         try:
             result = session.call_tool(tool, parsed, progress=progress)
         except McpsyncError as exc:
+            if _needs_an_answer(exc):
+                raise _NeedsAnswer(f"{exc} (mcpsync call answers no elicitation, sampling or roots request)") from exc
             raise _ClientFailure(str(exc)) from exc
     if as_json:
         _print_json(result)
@@ -702,6 +795,7 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
 @_client_options
 @click.option("--count", type=click.IntRange(min=1), help="Stop after this many events.")
 @click.option("--resource", "resources", multiple=True, metavar="URI", help="Also watch this resource (repeatable).")
+@_interruptible
 def listen(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, count: int | None, resources: tuple[str, ...]) -> None:
     """Print the list changes (and resource updates) of the MCP server at URL (Streamable HTTP)
     or started by COMMAND.
@@ -763,6 +857,11 @@ def login(url: str, client_id: str | None, client_metadata_url: str | None, scop
       mcpsync login https://mcp.example.com/mcp
       mcpsync login https://mcp.example.com/mcp --client-id my-cli --scope files:read
     """
+    if _has_credentials(url):
+        raise _UsageFailure(
+            f"{_shown(url)}: credentials in the URL are not supported; log in without them: mcpsync login {_shown(url)} "
+            "(a token you were given goes to mcpsync tools, call and listen with --token-env VARIABLE)"
+        )
     from ._login import log_in
 
     try:

@@ -57,3 +57,10 @@ class InvalidTool(ProtocolViolation, ValueError):
     """The server's definition of this tool breaks the protocol's rules (over HTTP in 2026-07-28:
     invalid `x-mcp-header` annotations), so it was left out of `list_tools()` and `call_tool()`
     refused it without sending anything. Retrying helps only once the server fixes the tool."""
+
+
+class InvalidUrl(McpsyncError, ValueError):
+    """An endpoint URL that `connect()` cannot use, refused before anything is sent: not http(s),
+    no host, an invalid port, a path that is not percent-encoded ASCII, or credentials in it
+    (`user:password@`, which mcpsync never sends: pass `auth=` or an `Authorization` header in
+    `headers=`). Also a ValueError, what it was raised as before it had a class of its own."""

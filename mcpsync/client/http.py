@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 from .._pool import WorkerPool
 from ..auth.credentials import MAX_AUTH_RETRIES, HttpCredentials
-from ..errors import ConnectionLost, McpsyncError
+from ..errors import ConnectionLost, InvalidUrl, McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Message, Response
 from ..protocol.param_headers import ParamHeader, param_headers
@@ -109,7 +109,8 @@ class HttpConnection:
             request refused 401 or 403 is sent again when they say so (after a login, a refresh,
             a step-up), at most MAX_AUTH_RETRIES times.
 
-    Raises ValueError for a URL that is not http(s) or has no host, and for malformed headers.
+    Raises `InvalidUrl` (a ValueError) for a URL it cannot use (not http(s), no host, credentials
+    in it), and ValueError for malformed headers.
     """
 
     def __init__(
@@ -122,17 +123,20 @@ class HttpConnection:
         ssl_context: ssl.SSLContext | None = None,
         auth: HttpCredentials | None = None,
     ) -> None:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # an unclosed [IPv6 bracket
+            raise InvalidUrl(f"the URL {url!r} cannot be parsed: {exc}") from None
         if parts.scheme not in ("http", "https"):
-            raise ValueError(f"an MCP endpoint URL must start with http:// or https://, not {url!r}")
+            raise InvalidUrl(f"an MCP endpoint URL must start with http:// or https://, not {url!r}")
         if not parts.hostname:
-            raise ValueError(f"the URL {url!r} names no host")
+            raise InvalidUrl(f"the URL {url!r} names no host")
         if parts.username is not None or parts.password is not None:
-            raise ValueError("credentials in the URL are not supported; pass an Authorization header in headers=")
+            raise InvalidUrl("credentials in the URL are not supported; pass auth= or an Authorization header in headers=")
         try:
             port = parts.port
         except ValueError as exc:
-            raise ValueError(f"the URL {url!r} has an invalid port") from exc
+            raise InvalidUrl(f"the URL {url!r} has an invalid port") from exc
         if not (timeout > 0 and sse_read_timeout > 0):
             raise ValueError("timeout and sse_read_timeout must be positive numbers of seconds")
         self.url = url
@@ -143,7 +147,7 @@ class HttpConnection:
         self._port = port
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         if not self._target.isascii() or any(c.isspace() or not c.isprintable() for c in self._target):
-            raise ValueError(f"the path of {url!r} must be percent-encoded ASCII")
+            raise InvalidUrl(f"the path of {url!r} must be percent-encoded ASCII")
         self._user_headers = checked_headers(headers or {})
         if auth is not None:
             if not (callable(getattr(auth, "authorization", None)) and callable(getattr(auth, "refused", None))):
