@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,8 +45,21 @@ TOOLS = "mcp:tools"
 ADMIN = "mcp:tools mcp:admin"
 
 
-def vault() -> Service:
+def vault(notify: Callable[[str], None] | None = None) -> Service:
+    """The vault; with `notify` (its server's `notify_resource_updated`), a tool `touch` that
+    announces the master key's update and then the public one's (for a client that cannot be
+    sent them from the test)."""
     service = Service("vault")
+
+    if notify is not None:
+        announce = notify
+
+        @service.tool
+        def touch() -> str:
+            """Announces two updates."""
+            announce(MASTER)
+            announce(PUBLIC)
+            return "touched"
 
     @service.resource(MASTER, scopes=["mcp:admin"])
     def master() -> str:
@@ -336,5 +352,34 @@ def test_a_gateway_tells_of_an_upstream_resource_it_lists_and_of_nothing_it_cann
         assert updated(hers) == "up://docs/readme"
         stream.close()
         hers.close()
+    finally:
+        served.close()
+
+
+# -- the official Python SDK's client --------------------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SDK_DRIVER = REPO_ROOT / "integration" / "sdk_scopes_driver.py"
+PEERS_PYTHON = REPO_ROOT / ".venv-peers" / "bin" / "python"
+
+
+@pytest.mark.skipif(not os.access(PEERS_PYTHON, os.X_OK), reason="the official SDK's venv is not built (scripts/peers-venv)")
+def test_the_official_sdk_client_subscribed_to_the_scheme_hears_only_the_public_update(authority: Authority) -> None:
+    """The SDK in the handshake era: resources/subscribe to `secret://` with a tools token, then
+    a tool call that announces the master key's update and the public one's: its message handler
+    sees only the public one, from the GET stream the SDK opened itself."""
+    holder: list[Server] = []
+    server = Server("vault", services=[vault(lambda uri: holder[0].notify_resource_updated(uri))], auth=jwt_auth(authority), shutdown_timeout=LONG)
+    holder.append(server)
+    served = Endpoint(server)
+    try:
+        env = {**os.environ, "MCP_TOKEN": token(authority, TOOLS)}
+        url = f"http://127.0.0.1:{served.port}/mcp"
+        command = [str(PEERS_PYTHON), str(SDK_DRIVER), "--mode", "legacy", url]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT, env=env)
+        assert result.returncode == 0, result.stderr[-4000:]
+        summary = json.loads(result.stdout)
+        assert summary["subscribed"] is True
+        assert summary["updates"] == [PUBLIC]
     finally:
         served.close()
