@@ -12,10 +12,12 @@ import base64
 import binascii
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._process_groups import Watchdog
 from ..protocol.jsonrpc import invalid_params
 from .service import Prompt, Resource, ResourceTemplate, Service, Tool
 
@@ -26,6 +28,9 @@ ChangeListener = Callable[[frozenset[str]], None]
 """Told which kinds of list changed: a subset of {"tools", "prompts", "resources"}."""
 UpdateListener = Callable[[str], None]
 """Told the URI of a resource whose content changed."""
+
+CLOSE_REMOTES_WAIT = 10.0
+"""Seconds `close_remotes()` waits for its remotes to stop (each bounds its own stop far below)."""
 
 STALE = object()
 """What a remote source's `find_known` returns when its list is not known (or not fresh): only a
@@ -95,6 +100,7 @@ class Catalog:
         self._listeners: list[ChangeListener] = []
         self._update_listeners: list[UpdateListener] = []
         self._remotes: list[Any] = []  # RemoteSource, in the order added: earlier ones win clashes
+        self._watchdog = Watchdog()  # stops the remotes' child processes if this process is killed; idle until one starts
         self._warned: set[tuple[str, str, str]] = set()
         for service in services:
             self._attach(service)
@@ -128,7 +134,7 @@ class Catalog:
             if any(existing.name == remote.name for existing in self._remotes):
                 raise ValueError(f"an upstream named {remote.name!r} is already served")
             self._remotes.append(remote)
-        remote.start(self._remote_changed, self.resource_updated)
+        remote.start(self._remote_changed, self.resource_updated, watchdog=self._watchdog)
 
     def remove_remote(self, name: str) -> Any:
         with self._lock:
@@ -141,10 +147,23 @@ class Catalog:
         return found
 
     def close_remotes(self) -> None:
+        """Stop every remote source, all at once: each one's stop waits for its child to end, so one
+        after another their waits would add up. Then end their watchdog (a fresh one, idle, serves
+        any added later)."""
         with self._lock:
             remotes, self._remotes = self._remotes, []
-        for remote in remotes:
-            remote.close()
+            watchdog, self._watchdog = self._watchdog, Watchdog()
+        stoppers = [threading.Thread(target=remote.close, name=f"mcpsync-close-{remote.name}", daemon=True) for remote in remotes[1:]]
+        for stopper in stoppers:
+            stopper.start()
+        if remotes:
+            remotes[0].close()  # on this thread
+        deadline = time.monotonic() + CLOSE_REMOTES_WAIT
+        for stopper in stoppers:
+            stopper.join(max(0.0, deadline - time.monotonic()))
+            if stopper.is_alive():
+                log.warning("%s was still stopping %g s after the server closed", stopper.name, CLOSE_REMOTES_WAIT)
+        watchdog.close()
 
     def _remote_changed(self, kinds: frozenset[str]) -> None:
         with self._lock:

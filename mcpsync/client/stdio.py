@@ -4,11 +4,16 @@ Strategy: one reader thread (`mcpsync-client-reader`) reads the child's stdout a
 lines with the server's own frame splitter and hands each decoded message to the session's callback;
 when the child's output ends it reports the loss once. Writes go through an `Outbox` (_outbox.py):
 what the pipe takes goes out at once, the rest waits for the outbox's writer thread, so sending
-never waits on the child. The child runs in a process group of its own (a launcher such as
-`npm exec` runs the real server as a grandchild). `close()` closes its stdin, waits briefly for
-it to exit, then sends SIGTERM and finally SIGKILL to the whole group, and joins the reader:
-nothing is left running, whatever the child started. `start()` and `close()` take one lock, so a
-connection closed while it is being started stops the child it started, or never starts one.
+never waits on the child. The child runs in a session, so a process group, of its own (a
+launcher such as `npm exec` runs the real server as a grandchild). `close()` closes its stdin and
+gives it `close_grace` seconds (CLOSE_GRACE) to exit by itself, then sends SIGTERM to the whole
+group, SIGKILL after `term_grace` more (TERM_GRACE), and joins the reader: nothing of the group is
+left running, whatever the child started. CLOSE_GRACE is longer than a gateway needs to stop its
+own upstreams (gateway/upstream.py), so a `mcpsync serve --upstream ...` child ends its upstreams
+itself before it exits; those run in groups of their own, which a kill of the child's group does
+not reach. `start()` and `close()` take one lock, so a connection closed while it is being started
+stops the child it started, or never starts one. A `watchdog` (mcpsync._process_groups) is told of
+the group while it runs, so it can stop it if this process is killed.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
+from .._process_groups import Watchdog, signal_group, stop_groups
 from ..errors import ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.framing import TOO_LARGE, FrameSplitter
@@ -35,7 +41,14 @@ OnLost = Callable[[Exception], None]
 
 _MAX_FRAME_BYTES = 64 * 1024 * 1024
 _SEND_TIMEOUT = 30.0
-_GROUP_POLL_MAX = 0.05  # seconds between looks at a process group that is still ending
+CLOSE_GRACE = 3.0
+"""Seconds a closed child gets to exit by itself (its stdin closed) before its group gets SIGTERM:
+more than a gateway's own worst case for stopping its upstreams (gateway.upstream.STOP_BUDGET)."""
+TERM_GRACE = 1.0
+"""Seconds between SIGTERM and SIGKILL to the child's process group."""
+KILL_WAIT = 1.0
+"""Seconds `close()` looks for the group to be gone after SIGKILL (a process stuck in the kernel
+outlives it: then it warns and returns)."""
 
 
 class StdioConnection:
@@ -48,7 +61,9 @@ class StdioConnection:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         stderr: IO[Any] | int | None = None,
-        close_grace: float = 2.0,
+        close_grace: float = CLOSE_GRACE,
+        term_grace: float = TERM_GRACE,
+        watchdog: Watchdog | None = None,
     ) -> None:
         if isinstance(command, str) or not command:
             raise ValueError("command must be a non-empty list of program and arguments")
@@ -57,6 +72,8 @@ class StdioConnection:
         self._cwd = cwd
         self._stderr = stderr
         self._close_grace = close_grace
+        self._term_grace = term_grace
+        self._watchdog = watchdog
         self._state_lock = threading.Lock()  # start() against close()
         self._process: subprocess.Popen[bytes] | None = None
         self._outbox: Outbox | None = None
@@ -75,8 +92,10 @@ class StdioConnection:
             if self._closed:
                 raise ConnectionLost("the connection is closed")
             self._process = process = self._spawn()
+            if self._watchdog is not None:
+                self._watchdog.watch(process.pid)
             assert process.stdin is not None  # _spawn asks for a pipe
-            self._outbox = Outbox(process.stdin, self.command[0], on_cut=lambda: _signal_group(process.pid, signal.SIGKILL))
+            self._outbox = Outbox(process.stdin, self.command[0], on_cut=lambda: signal_group(process.pid, signal.SIGKILL))
             self._reader = threading.Thread(target=self._read, args=(on_message, on_lost), name="mcpsync-client-reader", daemon=True)
             self._reader.start()
 
@@ -138,9 +157,12 @@ class StdioConnection:
         outbox.put(frame, time.monotonic() + (_SEND_TIMEOUT if timeout is None else timeout))
 
     def close(self, timeout: float | None = None) -> None:
-        """Close stdin (after what waits to be written, within the grace), wait for the child,
-        then SIGTERM and SIGKILL its process group, and join the reader. Idempotent."""
+        """Close stdin (after what waits to be written), give the child `timeout` seconds (default
+        `close_grace`) to exit by itself, then SIGTERM its process group, SIGKILL what is left
+        after `term_grace`, and join the reader. Returns within `timeout + term_grace + KILL_WAIT`
+        (and a reader's join). Idempotent."""
         grace = self._close_grace if timeout is None else timeout
+        deadline = time.monotonic() + grace
         with self._state_lock:
             if self._closed:
                 return
@@ -148,57 +170,17 @@ class StdioConnection:
             process, outbox = self._process, self._outbox
         if process is None or outbox is None:
             return
-        outbox.close(grace, on_stuck=lambda: _signal_group(process.pid, signal.SIGKILL))  # a child that does not read is stopped
-        _stop_group(process, grace, self.command[0])
+        outbox.close(grace, on_stuck=lambda: signal_group(process.pid, signal.SIGKILL))  # a child that does not read is stopped
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))  # with its stdin closed it should exit by itself
+        except subprocess.TimeoutExpired:
+            pass
+        left = stop_groups((process.pid,), self._term_grace, KILL_WAIT, reap=process.poll)  # a launcher's own children too
+        if left:
+            log.warning("the process group %d of %r outlived SIGKILL", process.pid, self.command[0])
+        elif self._watchdog is not None:
+            self._watchdog.release(process.pid)  # gone: nothing for the watchdog to stop, whatever happens next
         if self._reader is not None and self._reader is not threading.current_thread():
-            self._reader.join(grace)
+            self._reader.join(max(grace, KILL_WAIT))
         if process.stdout is not None:
             process.stdout.close()
-
-
-def _stop_group(process: subprocess.Popen[bytes], grace: float, name: str) -> None:
-    """With its stdin closed the child should exit by itself; whatever of its process group is
-    left after `grace` gets SIGTERM, then SIGKILL (a launcher's own children too)."""
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        pass
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        if _group_gone(process, time.monotonic()):
-            return
-        _signal_group(process.pid, signum)
-        if _group_gone(process, time.monotonic() + grace):
-            return
-    log.warning("the process group %d of %r outlived SIGKILL", process.pid, name)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    """Signal every process of the group; SIGTERM also continues a stopped one, so it hears it."""
-    try:
-        os.killpg(pgid, signum)
-        if signum == signal.SIGTERM:
-            os.killpg(pgid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
-    except PermissionError as exc:  # a member that changed its user: not ours to stop
-        log.warning("cannot signal process group %d: %s", pgid, exc)
-
-
-def _group_gone(process: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Whether no process of the child's group is left, looking until `deadline`. Nothing signals
-    when a grandchild exits, so this looks again and again, backing off from 1 to 50 ms. While
-    any member lives, the kernel keeps the group's id from being reused."""
-    delay = 0.001
-    while True:
-        process.poll()  # reap the leader once it has exited: a zombie still counts as a member
-        try:
-            os.killpg(process.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, _GROUP_POLL_MAX)

@@ -11,7 +11,9 @@ change is published), while a call by a name it had is answered "upstream 'NAME'
 (not "Unknown tool": the client may retry); the supervisor reconnects it.
 
 Closing stops the upstream in whatever state the supervisor is: a session being opened is closed
-too (its child stopped), so a restart that races the gateway's exit leaves nothing running. The
+too (its child stopped), so a restart that races the gateway's exit leaves nothing running. A
+command upstream's process group is also told to the catalog's `Watchdog` (`self.watchdog`), which
+stops it should the gateway be killed before it could (mcpsync._process_groups). The
 supervisor also tells a handshake-era upstream that the client's roots changed
 (`notifications/roots/list_changed`), on its own thread: the downstream's reader never waits on
 an upstream for it.
@@ -32,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._process_groups import Watchdog
 from ..catalog.catalog import STALE
 from ..catalog.context import Context
 from ..catalog.service import template_pattern
@@ -194,6 +197,7 @@ class RemoteSource:
         self._roots_changed = False
         self._first_attempt = threading.Event()
         self._thread: threading.Thread | None = None
+        self.watchdog: Watchdog | None = None  # given by start(): told of each child process group
         self._relay = Relay(name, self.options.call_timeout, self._failure, roots=self.options.roots, client_roots=client_roots)
         self.last_error: Exception | None = None
 
@@ -203,9 +207,11 @@ class RemoteSource:
         return self._relay.handlers()
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, on_change: Callable[[frozenset[str]], None], on_updated: Callable[[str], None]) -> None:
-        """Connect (waiting up to `start_timeout` for the first attempt) and keep it connected."""
+    def start(self, on_change: Callable[[frozenset[str]], None], on_updated: Callable[[str], None], *, watchdog: Watchdog | None = None) -> None:
+        """Connect (waiting up to `start_timeout` for the first attempt) and keep it connected;
+        a child process it starts is told to `watchdog`."""
         self._on_change, self._on_updated = on_change, on_updated
+        self.watchdog = watchdog
         self._thread = threading.Thread(target=self._supervise, name=f"mcpsync-remote-{self.name}", daemon=True)
         self._thread.start()
         self._first_attempt.wait(self.options.start_timeout)
