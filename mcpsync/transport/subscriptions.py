@@ -4,6 +4,11 @@ Strategy: a plain registry with no lock of its own: the stdio transport guards i
 lock, so registering a subscription and writing its acknowledgement, publishing a change, and
 removing a cancelled subscription are each one critical section with the writes they order.
 Ids keep their JSON type (`7` and `"7"` are different subscriptions).
+
+Behind `Auth`, a subscription says which updates a caller wants, never which it may have: each
+update is told only to a stream whose token may read the updated entry (`may_be_told`), checked
+by the transport holding the stream, whatever URI the subscription named (a prefix covers the
+URIs under it, `uri_covers`). Stdio has no principals, and every subscriber is told.
 """
 
 from __future__ import annotations

@@ -333,7 +333,7 @@ def test_across_replicas_a_stream_held_by_one_is_told_only_what_its_token_may_re
 def test_a_gateway_tells_of_an_upstream_resource_it_lists_and_of_nothing_it_cannot_read(authority: Authority) -> None:
     """The upstream (the scripted upstream of tests/gateway, announcing on what stands for its
     reader thread) lists `up://docs/readme`: an update of it reaches the tools token, as reading
-    it would. An update of a URI it does not list, and one of the gateway's own admin resource
+    it would, also once the upstream's list is stale. An update of a URI it does not list, and one of the gateway's own admin resource
     (an upstream cannot make a local entry's update public), reach nobody without the scopes."""
     upstream = FakeSession(resources=["up://docs/readme"])
     gateway = Server("gw", services=[vault()], auth=jwt_auth(authority), shutdown_timeout=LONG)
@@ -350,6 +350,15 @@ def test_a_gateway_tells_of_an_upstream_resource_it_lists_and_of_nothing_it_cann
             upstream.announce("notifications/resources/updated", {"uri": uri})
         assert updated(stream) == "up://docs/readme"
         assert updated(hers) == "up://docs/readme"
+        # Its list goes stale: the next update is still told (from the list last fetched), and
+        # telling it asks the upstream nothing (it may come on the upstream's reader thread).
+        listed = dict(upstream.list_calls)
+        upstream.announce("notifications/resources/list_changed")
+        upstream.announce("notifications/resources/updated", {"uri": "up://docs/readme"})
+        assert stream.message()[1]["method"] == "notifications/resources/list_changed"
+        assert updated(stream) == "up://docs/readme"
+        assert updated(hers) == "up://docs/readme"
+        assert upstream.list_calls == listed
         stream.close()
         hers.close()
     finally:
