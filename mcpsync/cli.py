@@ -142,6 +142,14 @@ def cli() -> None:
     help=f"HTTP: connections open at once (one more is answered 503), at most the file descriptor limit.  [default: {DEFAULT_MAX_CONNECTIONS}]",
 )
 @click.option(
+    "--max-buffered-bytes",
+    type=click.IntRange(min=1024),
+    default=None,
+    help="HTTP: request-body bytes held at once across all connections, at least --max-frame-bytes; a request past it is "
+    "answered 503 with Retry-After before its body is sent (not with --processes, where each gunicorn thread reads one body).  "
+    "[default: 64 MiB, or --max-frame-bytes if more]",
+)
+@click.option(
     "--max-streams",
     type=click.IntRange(min=1),
     default=None,
@@ -192,6 +200,7 @@ def serve(
     processes: int | None,
     threads: int,
     max_connections: int,
+    max_buffered_bytes: int | None,
     max_streams: int | None,
     request_timeout: float,
     session_timeout: float,
@@ -250,6 +259,8 @@ def serve(
     """
     if processes is not None and http_address is None:
         raise click.UsageError("--processes applies to --http only: a stdio server answers the one client that started it")
+    if max_buffered_bytes is not None and (http_address is None or (processes or 1) > 1):
+        raise click.UsageError("--max-buffered-bytes applies to --http in one process: under --processes each gunicorn thread reads one body")
     config = _read_config(config_path, upstreams)
     settings = config.server if config is not None else {}
     _configure_logging(log_level or settings.get("log_level", "warning"))
@@ -298,6 +309,8 @@ def serve(
     if http_address is not None:
         host, port = _parse_address(http_address)
         server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
+        if max_buffered_bytes is not None and max_buffered_bytes < server.max_frame_bytes:
+            raise click.BadParameter(f"must hold at least one body of --max-frame-bytes ({server.max_frame_bytes})", param_hint="--max-buffered-bytes")
         if auth is not None:  # else a loaded Server keeps its own
             server.auth = auth
         _use_bus(server, bus)
@@ -310,6 +323,7 @@ def serve(
                 path=http_path,
                 threads=threads,
                 max_connections=max_connections,
+                max_buffered_bytes=max_buffered_bytes,
                 on_ready=on_ready,
                 max_streams=max_streams,
                 **endpoint_options,

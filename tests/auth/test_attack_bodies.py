@@ -15,6 +15,7 @@ dripping client spaces out are the stimulus, not a synchronisation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -244,19 +245,19 @@ def test_a_body_that_keeps_coming_is_cut_at_its_capped_deadline() -> None:
 
 # -- under gunicorn (mcpsync serve --processes): the app itself reads no body before its token ------
 
-@pytest.fixture
-def gunicorn_serve(tmp_path: Path) -> Iterator[str]:
-    pytest.importorskip("gunicorn")
+@contextlib.contextmanager
+def serve(tmp_path: Path, *args: str) -> Iterator[int]:
+    """A real `mcpsync serve --http 127.0.0.1:0 --auth-token-file ... ARGS` process: its port."""
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(f"{GOOD} sub=good {SCOPE}\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", "--processes", "2", "--auth-token-file", str(tokens)],
+        [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", "--auth-token-file", str(tokens), *args],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp_path,
     )
     try:
-        yield _serving_url(proc)
+        yield int(_serving_url(proc).rsplit(":", 1)[1].split("/")[0])
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -264,6 +265,19 @@ def gunicorn_serve(tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate(timeout=LONG)
+
+
+def test_serve_max_buffered_bytes_bounds_the_bodies_a_real_server_holds(tmp_path: Path) -> None:
+    with serve(tmp_path, "--max-frame-bytes", "1048576", "--max-buffered-bytes", "1048576") as port:
+        first, second = RawClient(port), RawClient(port)
+        try:
+            first.send(mcp_post(1024 * 1024, token=GOOD, expect=True))
+            assert first.read_response().status == 100
+            second.send(mcp_post(1024 * 1024, token=GOOD, expect=True))
+            assert refused_at_the_head(second, 503).header("Retry-After") == "1"
+        finally:
+            first.close()
+            second.close()
 
 
 def _serving_url(proc: subprocess.Popen[bytes]) -> str:
@@ -279,16 +293,17 @@ def _serving_url(proc: subprocess.Popen[bytes]) -> str:
     return stderr.split(marker, 1)[1].split()[0].decode()
 
 
-def test_under_gunicorn_a_caller_without_a_token_is_challenged_without_sending_the_body(gunicorn_serve: str) -> None:
+def test_under_gunicorn_a_caller_without_a_token_is_challenged_without_sending_the_body(tmp_path: Path) -> None:
     """gunicorn sends `100 Continue` itself before the app runs (so an `Expect` does not help
     there); but the app authenticates before it reads `wsgi.input`, so the challenge comes
     without the body, which gunicorn then drops (it drains at most 64 KiB, and closes)."""
-    port = int(gunicorn_serve.rsplit(":", 1)[1].split("/")[0])
-    client = RawClient(port)
-    try:
-        client.send(mcp_post(DECLARED))
-        reply = client.read_response()
-        assert reply.status == 401, (reply.status, reply.raw_head)
-        assert (reply.header("WWW-Authenticate") or "").startswith("Bearer ")
-    finally:
-        client.close()
+    pytest.importorskip("gunicorn")
+    with serve(tmp_path, "--processes", "2") as port:
+        client = RawClient(port)
+        try:
+            client.send(mcp_post(DECLARED))
+            reply = client.read_response()
+            assert reply.status == 401, (reply.status, reply.raw_head)
+            assert (reply.header("WWW-Authenticate") or "").startswith("Bearer ")
+        finally:
+            client.close()
