@@ -28,12 +28,14 @@ from .memory import MemoryBus as MemoryBus
 from .memory_store import MemoryStore as MemoryStore
 from .redis import RedisBus as RedisBus
 from .redis_store import RedisStore as RedisStore
+from .store import Creation as Creation
 from .store import SessionRecord as SessionRecord
 from .store import Store as Store
 from .store import StoreUnavailable as StoreUnavailable
 
 __all__ = [
     "Bus",
+    "Creation",
     "Handler",
     "MemoryBus",
     "MemoryStore",

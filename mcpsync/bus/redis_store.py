@@ -25,7 +25,8 @@ Keys (`N` is the namespace, `"mcpsync:"` by default, so one Redis can serve seve
   whose score has passed (ZREMRANGEBYSCORE) before they count or list them.
 - `N caller:<principal key as JSON>`: a sorted set of one caller's live session ids (`null`: the
   unauthenticated), scored like the two above, so `create_session` counts a caller's sessions in
-  O(log n) and finds its oldest fresh one; a load and a delete find it from the hash's
+  O(log n) and finds its oldest fresh one (to the millisecond of Redis's clock: of two created in
+  the same one, the lower id counts as older); a load and a delete find it from the hash's
   `principal_key`. The set expires with its caller's last session (PEXPIREAT its highest score).
 - `N claim:<key>`: a string set with NX and PX, Redis's own one-time mark.
 

@@ -119,8 +119,8 @@ class Store(Protocol):
         2. The shared bound: when `cap` live sessions exist, the fresh session that has waited
            longest *among those that may give way* is evicted: the caller's own, or those of a
            caller holding more than the asking caller will hold once this one is added (its count
-           plus one). So a caller is never made to give a session to one who would then hold as
-           many or more: a newcomer (holding none) displaces the fresh sessions of anyone holding
+           plus one). So a caller is never made to give a session to one who would then hold more
+           than it: a newcomer (holding none) displaces the fresh sessions of anyone holding
            two or more, and nobody's only session. When none may give way, nothing is added:
            `Creation.FULL`.
 

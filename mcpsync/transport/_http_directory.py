@@ -84,7 +84,7 @@ class LocalDirectory:
     def __init__(self, table: SessionTable) -> None:
         self.table = table
 
-    def reserve(self, principal_key: str | None) -> HttpSession | None:
+    def reserve(self, principal_key: str | None = None) -> HttpSession | None:
         """A session for this caller's `initialize`; None when the table has no room (503)."""
         return self.table.new(principal_key)
 
@@ -257,7 +257,7 @@ class SharedDirectory:
         return SharedSession(write, subscribe)
 
     # -- what the transport asks -------------------------------------------------------------------
-    def reserve(self, principal_key: str | None) -> HttpSession | None:
+    def reserve(self, principal_key: str | None = None) -> HttpSession | None:
         """A session for this caller's `initialize` (a copy here; the store decides at `commit`)."""
         return self.table.new(principal_key)
 

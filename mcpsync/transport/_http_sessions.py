@@ -45,7 +45,7 @@ rule `Store.create_session` states for replicas, so one token cannot take every 
 - the table-wide eviction above takes only what may give way: the asking caller's own sessions,
   or those of a caller holding more than the asking caller will once its new session is added
   (its count plus one). A newcomer therefore displaces a caller holding two or more, never the
-  only session of anyone, and never one of a caller no larger than itself.
+  only session of anyone: no caller gives a session to one who would then hold more than it.
 
 What the full table then gives a new caller: a session as long as some caller holds two or more
 sessions that may give way (fresh, or idle past the grace); 503 only when every caller holds at

@@ -21,7 +21,13 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import os
+import select
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +40,7 @@ from mcpsync.bus.redis_store import RedisStore
 
 from .._timeouts import LONG
 from ..bus.redis_server import RedisServer
+from ..cli._serving import serve_env
 from .authority import Authority
 
 pytestmark = pytest.mark.timeout(60)
@@ -57,15 +64,12 @@ def tools() -> Service:
     return service
 
 
-class Replica:
-    """One server on a free loopback port, and the requests a client makes of it, on one kept-alive
-    connection (so a flood of `initialize` costs no new connection each)."""
+class Client:
+    """The requests a client makes of the endpoint on a loopback port, on one kept-alive connection
+    (so a flood of `initialize` costs no new connection each)."""
 
-    def __init__(self, server: Server, **options: Any) -> None:
-        self.server = server
-        url = server.start_http("127.0.0.1", 0, keepalive=0.2, threads=8, **options).url
-        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
-        self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=LONG)
+    def __init__(self, port: int) -> None:
+        self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=LONG)
 
     def post(self, token: str | None, frame: dict[str, Any], session: str | None = None) -> tuple[int, http.client.HTTPMessage, Any]:
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": VERSION}
@@ -99,8 +103,27 @@ class Replica:
             assert body["result"]["content"][0]["text"] == "hi"
         return status
 
+    def delete(self, token: str, session: str) -> int:
+        headers = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": session, "MCP-Protocol-Version": VERSION}
+        self._connection.request("DELETE", "/mcp", headers=headers)
+        response = self._connection.getresponse()
+        response.read()
+        return response.status
+
     def close(self) -> None:
         self._connection.close()
+
+
+class Replica(Client):
+    """One server on a free loopback port, and a client of it."""
+
+    def __init__(self, server: Server, **options: Any) -> None:
+        self.server = server
+        url = server.start_http("127.0.0.1", 0, keepalive=0.2, threads=8, **options).url
+        super().__init__(int(url.rsplit(":", 1)[1].split("/")[0]))
+
+    def close(self) -> None:
+        super().close()
         assert self.server.close(LONG)
 
 
@@ -209,11 +232,7 @@ def test_a_caller_that_ends_a_session_may_open_another(deployment: Deployment, a
     a = authority.mint(claims={"sub": "alice"})
     sessions = [deployment.any().initialize(a)[1] for _ in range(CAP)]
     assert deployment.any().initialize(a)[0] == 429
-    replica = deployment.any()
-    replica._connection.request("DELETE", "/mcp", headers={"Authorization": f"Bearer {a}", "Mcp-Session-Id": str(sessions[0]), "MCP-Protocol-Version": VERSION})
-    response = replica._connection.getresponse()
-    response.read()
-    assert response.status == 204
+    assert sessions[0] is not None and deployment.any().delete(a, sessions[0]) == 204
     assert deployment.any().initialize(a)[0] == 200
 
 
@@ -263,3 +282,41 @@ def test_by_default_one_caller_holds_32_sessions_and_others_are_served(authority
         assert deployment.any().initialize(c)[0] == 200
     finally:
         deployment.close()
+
+
+# -- mcpsync serve ---------------------------------------------------------------------------------
+def ready_port(child: subprocess.Popen[bytes]) -> int:
+    """The port a `serve --http 127.0.0.1:0` child names once it listens (its stderr, read with a deadline)."""
+    assert child.stderr is not None
+    said, deadline, ready = b"", time.monotonic() + LONG, b"serving MCP over HTTP at "
+    while ready not in said or b"\n" not in said.split(ready, 1)[1]:
+        readable, _, _ = select.select([child.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(child.stderr.fileno(), 4096) if readable else b""
+        assert chunk, said.decode(errors="replace")
+        said += chunk
+    url = said.split(ready, 1)[1].split()[0].decode()
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def test_mcpsync_serve_takes_the_bound_from_its_option(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("token-of-alice-0123456789 sub=alice\ntoken-of-carol-0123456789 sub=carol\n")
+    command = [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", "--auth-token-file", str(tokens), "--max-sessions-per-caller", "2"]
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=serve_env(), cwd=tmp_path)
+    try:
+        client = Client(ready_port(child))
+        statuses = [client.initialize("token-of-alice-0123456789")[0] for _ in range(3)]
+        assert statuses == [200, 200, 429]
+        assert client.initialize("token-of-carol-0123456789")[0] == 200
+        client.close()
+    finally:
+        child.terminate()
+        child.wait(LONG)
+
+
+def test_mcpsync_serve_help_explains_the_bound() -> None:
+    shown = subprocess.run([sys.executable, "-m", "mcpsync", "serve", "--help"], capture_output=True, env=serve_env(), timeout=LONG, check=True)
+    text = " ".join(shown.stdout.decode().split())
+    assert "--max-sessions-per-caller" in text
+    for words in ("one caller (one token's principal)", "429 with Retry-After", "service account", "[default: 32"):
+        assert words in text, words
