@@ -1,7 +1,8 @@
 """`mcpsync tools|call|listen -- COMMAND...` run as real subprocesses against `python -m mcpsync serve`.
 
-Exit statuses: 0 success, 1 the tool reported an error (isError), 2 usage, 3 the call itself failed
-(cannot start or talk to the server, a JSON-RPC error). `listen` runs against
+Exit statuses: 0 success, 1 the tool reported an error (isError) or asked for what the command cannot
+give, 2 usage, 3 the call itself failed (cannot start or talk to the server, a JSON-RPC error), 130
+interrupted (tests/cli/test_client_errors.py has the errors and the statuses other than 0). `listen` runs against
 `integration/fixtures/ticking_app.py`, which changes its tool list on its own once a listen (or, in the
 handshake era, a resources/subscribe) has arrived, because one stdio child cannot be changed by a
 second client.

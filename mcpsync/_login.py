@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
+from typing import Any
 
 from .auth.browser import browser_url
 from .auth.credentials import BearerToken, HttpCredentials
@@ -26,6 +29,8 @@ from .errors import McpsyncError
 TOKEN_ENV_HINT = "pass the token you were given in an environment variable, with --token-env VARIABLE"
 """What the client commands' errors say when a login cannot help."""
 TOKENS_GO_TO = "mcpsync tools, call and listen with --token-env VARIABLE"
+DISCOVERY_TIMEOUT = 30.0
+"""Seconds each request of `login`'s second look takes at most (`nothing_to_log_in_to`)."""
 
 
 def credentials_for(token_env: str | None, *, timeout: float = 30.0) -> HttpCredentials:
@@ -55,11 +60,34 @@ def log_in(url: str, *, client_id: str | None, client_metadata_url: str | None, 
     try:
         oauth.login(url)
     except OAuthError:
-        _, reason = _resource_metadata(url, None, 30.0)  # not all of nothing_to_log_in_to: an endpoint
-        if reason is None:  # without metadata may ask for no login at all, which OAuth's error says
+        challenge = _challenge(url, DISCOVERY_TIMEOUT)  # None: it asks for no token (OAuth's error says so)
+        reason = None if challenge is None else nothing_to_log_in_to(url, challenge, timeout=DISCOVERY_TIMEOUT)
+        if reason is None:
             raise
         raise OAuthError(f"{reason}, so there is nothing to log in to: a token you were given goes to {TOKENS_GO_TO}") from None
     return str(store.directory)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer (not a 401), never followed: the endpoint must not send this
+    request elsewhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _challenge(url: str, timeout: float) -> str | None:
+    """The `WWW-Authenticate` of the 401 that `url` answers a tokenless `ping` with ("" when it
+    sends none), or None when it does not answer 401."""
+    ping = b'{"jsonrpc":"2.0","id":0,"method":"ping"}'
+    request = urllib.request.Request(url, ping, {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, method="POST")
+    try:
+        with urllib.request.build_opener(_NoRedirects).open(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as exc:
+        return (exc.headers.get("WWW-Authenticate") or "") if exc.code == 401 else None
+    except (OSError, ValueError):
+        return None
 
 
 class _KeptTokens:
@@ -96,9 +124,13 @@ def nothing_to_log_in_to(url: str, www_authenticate: str | None, *, timeout: flo
     serve --auth-token-file`) is the common case."""
     challenge = bearer_challenge(www_authenticate)
     hint = challenge.params.get("resource_metadata") if challenge is not None else None
-    found, refused = _resource_metadata(url, hint, timeout)
-    if found or refused is not None:
-        return refused
+    try:
+        if discover_resource(url, hint, timeout=timeout) is not None:
+            return None
+    except OAuthError as exc:  # found, but it names no authorization server (or one refused)
+        return str(exc)
+    except McpsyncError:
+        return None
     issuer = origin(url)
     try:
         if discover_authorization_server(issuer, timeout=timeout) is not None:
@@ -106,17 +138,6 @@ def nothing_to_log_in_to(url: str, www_authenticate: str | None, *, timeout: flo
     except McpsyncError:
         return None  # there is one; the login's own error says what is wrong with it
     return f"{url} publishes no protected resource metadata, and {issuer} no authorization server metadata"
-
-
-def _resource_metadata(url: str, hint: str | None, timeout: float) -> tuple[bool, str | None]:
-    """Whether `url` publishes protected resource metadata, and why it cannot be logged in with
-    (the reason discovery refused it), or None when it can."""
-    try:
-        return discover_resource(url, hint, timeout=timeout) is not None, None
-    except OAuthError as exc:  # found, but it names no authorization server (or one refused)
-        return True, str(exc)
-    except McpsyncError:
-        return False, None
 
 
 def log_out(url: str) -> bool:

@@ -150,12 +150,15 @@ def bare_401() -> Iterator[str]:
 
 def test_a_server_without_any_metadata_gets_token_env_too(bare_401: str, tmp_path: Path) -> None:
     result = mcpsync("call", "echo", bare_401, home=tmp_path)
-    assert result.returncode == 3
+    login = mcpsync("login", "--no-browser", "--timeout", "5", bare_401, home=tmp_path)
     origin = bare_401.removesuffix("/mcp")
+    missing = f"{bare_401} publishes no protected resource metadata, and {origin} no authorization server metadata, so there is nothing to log in to"
+    assert result.returncode == 3
     assert one_error_line(result) == (
-        f"Error: cannot talk to {bare_401}: not authorized: {bare_401} publishes no protected resource metadata, and {origin} no authorization "
-        "server metadata, so there is nothing to log in to: pass the token you were given in an environment variable, with --token-env VARIABLE"
+        f"Error: cannot talk to {bare_401}: not authorized: {missing}: pass the token you were given in an environment variable, with --token-env VARIABLE"
     )
+    assert login.returncode == 3
+    assert one_error_line(login) == f"Error: cannot log in to {bare_401}: {missing}: a token you were given goes to mcpsync tools, call and listen with --token-env VARIABLE"
 
 
 # -- exit statuses ---------------------------------------------------------------------------------
