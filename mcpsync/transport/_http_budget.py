@@ -19,7 +19,10 @@ decides.
 
 from __future__ import annotations
 
+import logging
 import threading
+
+log = logging.getLogger("mcpsync")
 
 SMALL_BODY = 64 * 1024
 """Bodies up to this size may use the budget's reserve."""
@@ -49,10 +52,12 @@ class BodyBudget:
         limit (less the reserve, for a body over `SMALL_BODY`); False (holding nothing) if not."""
         limit = self.limit if body <= SMALL_BODY else self.limit - self.reserve
         with self._lock:
-            if self._held + size > limit:
-                return False
-            self._held += size
-            return True
+            held = self._held
+            if held + size <= limit:
+                self._held = held + size
+                return True
+        log.warning("HTTP: request bodies hold %d of the %d bytes they may (max_buffered_bytes); refused one of %d with 503", held, self.limit, body)
+        return False
 
     def give(self, size: int) -> None:
         """Give back `size` bytes taken before."""

@@ -43,6 +43,11 @@ Limits: the body (413), each request's run time (a -32603 answer and the request
 the streams that stay open (listens and GET streams; past it a listen is refused with -32603 and
 a GET with 503), the subscriptions, the sessions (503 for one more `initialize`), each channel.
 
+Before the body: everything the head decides (the token, the Host and Origin, the method) is
+checked before `wsgi.input` is read, so a caller refused costs no body under any WSGI server; and
+under mcpsync's own, `check_head` is called before the body is even received or `100 Continue`
+sent (the server sends its answer and closes), and the bodies held at once are bounded there.
+
 Threads: besides the WSGI server's own, only the executor's workers, joined by `shutdown()`.
 
 Deployment: the app keeps its state in its process. 2026-07-28 requests need none, so any number
@@ -191,6 +196,8 @@ class WsgiTransport:
 
     Host it with any WSGI server that writes each body chunk as it is yielded (cheroot, gunicorn
     with threaded workers, uWSGI, mod_wsgi); every stream holds one of its threads while open.
+    Such a server may send `100 Continue` before the app runs (gunicorn does); the app still
+    authenticates before it reads `wsgi.input`, and the server drops the unread body.
     """
 
     def __init__(

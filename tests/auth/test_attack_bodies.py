@@ -54,10 +54,11 @@ def initialize(padding: int = 0) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode()
 
 
-def mcp_post(body_length: int, *, token: str | None = None, expect: bool = False, host: str = "127.0.0.1") -> bytes:
-    """The head of a POST to /mcp declaring `body_length` bytes (the body is sent separately)."""
-    headers = [("Host", host), ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
-               ("Content-Length", str(body_length))]
+def mcp_post(body_length: int | None, *, token: str | None = None, expect: bool = False, host: str = "127.0.0.1") -> bytes:
+    """The head of a POST to /mcp declaring `body_length` bytes, or (None) a chunked body; the
+    body is sent separately."""
+    framing = ("Transfer-Encoding", "chunked") if body_length is None else ("Content-Length", str(body_length))
+    headers = [("Host", host), ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"), framing]
     if token is not None:
         headers.append(("Authorization", f"Bearer {token}"))
     if expect:
@@ -108,12 +109,15 @@ def refused_at_the_head(client: RawClient, status: int) -> Reply:
 CASES = {"no token": (None, 401, None), "a bad token": (BAD, 401, "invalid_token"), "a token without the scope": (NARROW, 403, "insufficient_scope")}
 
 
+@pytest.mark.parametrize("length", [DECLARED, None], ids=["16 MB declared", "chunked"])
 @pytest.mark.parametrize("expect", [True, False], ids=["expect 100-continue", "head only"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_caller_that_is_not_authenticated_is_challenged_on_the_head_without_sending_the_body(endpoint: Endpoint, case: str, expect: bool) -> None:
+def test_a_caller_that_is_not_authenticated_is_challenged_on_the_head_without_sending_the_body(
+    endpoint: Endpoint, case: str, expect: bool, length: int | None
+) -> None:
     token, status, error = CASES[case]
     client = endpoint.connect()
-    client.send(mcp_post(DECLARED, token=token, expect=expect))
+    client.send(mcp_post(length, token=token, expect=expect))
     reply = refused_at_the_head(client, status)  # before: 100 Continue, or no answer until 16 MB came
     challenge = reply.header("WWW-Authenticate")
     assert challenge is not None and challenge.startswith("Bearer ") and "resource_metadata=" in challenge
