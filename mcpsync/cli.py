@@ -31,7 +31,7 @@ from .transport.http_options import (
     DEFAULT_THREADS,
     WsgiApp,
 )
-from .transport.stdio import DEFAULT_MAX_FRAME_BYTES
+from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, DEFAULT_WRITE_TIMEOUT
 
 if TYPE_CHECKING:
     from .client import ClientSession
@@ -87,6 +87,13 @@ def cli() -> None:
     help=f"Longest accepted input line (longer: -32600, skipped); over HTTP the largest body (larger: 413).  [default: {DEFAULT_MAX_FRAME_BYTES}]",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Requests served concurrently (threads).  [default: 16]")
+@click.option(
+    "--write-timeout",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help=f"stdio: seconds the client may leave the server's output unread, while answers wait, before it is treated as gone "
+    f"(the server then shuts down, as at the end of its input). A slow reader is waited for.  [default: {DEFAULT_WRITE_TIMEOUT:g}]",
+)
 @click.option(
     "--page-size",
     type=click.IntRange(min=1),
@@ -192,6 +199,7 @@ def serve(
     log_level: str | None,
     max_frame_bytes: int | None,
     workers: int | None,
+    write_timeout: float | None,
     page_size: int | None,
     http_address: str | None,
     http_path: str,
@@ -259,6 +267,8 @@ def serve(
     """
     if processes is not None and http_address is None:
         raise click.UsageError("--processes applies to --http only: a stdio server answers the one client that started it")
+    if write_timeout is not None and http_address is not None:
+        raise click.UsageError("--write-timeout applies to stdio only")
     if max_buffered_bytes is not None and (http_address is None or (processes or 1) > 1):
         raise click.UsageError("--max-buffered-bytes applies to --http in one process: under --processes each gunicorn thread reads one body")
     config = _read_config(config_path, upstreams)
@@ -334,7 +344,7 @@ def serve(
 
     wire = isolate_stdio()  # before user code runs: its import-time prints must not reach the client
     try:
-        server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
+        server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size, write_timeout)
         _use_bus(server, bus)
     except click.ClickException:
         wire.restore()
@@ -496,11 +506,12 @@ def _build_server(
     max_frame_bytes: int | None,
     workers: int | None,
     page_size: int | None,
+    write_timeout: float | None = None,
 ) -> Server:
     """The Server that `serve` runs: the target's (or the demo's) plus config services and upstreams."""
     from .server import Server
 
-    given = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size}
+    given = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size, "write_timeout": write_timeout}
     # What the command line or the config file says; a loaded Server keeps its own values otherwise.
     chosen = {key: value if value is not None else settings.get(key) for key, value in given.items()}
     options: dict[str, Any] = {key: value for key, value in chosen.items() if value is not None}  # config.py checked the types
@@ -519,6 +530,7 @@ def _build_server(
             server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
         server.workers = options.get("workers", server.workers)
         server.max_frame_bytes = options.get("max_frame_bytes", server.max_frame_bytes)
+        server.write_timeout = options.get("write_timeout", server.write_timeout)
         server.engine.page_size = options.get("page_size", server.engine.page_size)
         if server_name:
             server.engine.server_info["name"] = server_name

@@ -40,7 +40,7 @@ from .transport.http_options import (
     DEFAULT_THREADS,
     WsgiApp,
 )
-from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, StdioServer
+from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, DEFAULT_WRITE_TIMEOUT, StdioServer
 from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
 
 if TYPE_CHECKING:
@@ -76,6 +76,10 @@ class Server:
         ttl_ms, cache_scope: the cache hints of 2026-07-28 list results.
         shutdown_timeout: how long `shutdown()` waits for running requests.
         drain_timeout: how long end of input waits for running requests.
+        write_timeout: seconds a stdio client may leave this server's output unread, while answers
+            wait for it, before it is treated as gone: the connection ends as at a shutdown
+            (running requests cancelled), logged once on stderr. A client that reads slowly is
+            waited for; one that stops is not.
         subscription_cap: open `subscriptions/listen` streams allowed per connection.
         request_state_secret: the key (32 bytes or more, bytes or str) sealing the `requestState`
             of 2026-07-28 `input_required` results; default: random per process. Give every
@@ -123,6 +127,7 @@ class Server:
         cache_scope: str = "private",
         shutdown_timeout: float = 5.0,
         drain_timeout: float = 30.0,
+        write_timeout: float = DEFAULT_WRITE_TIMEOUT,
         subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
         request_state_secret: bytes | str | None = None,
         request_state_ttl: float = 600.0,
@@ -157,6 +162,9 @@ class Server:
         self.max_frame_bytes = max_frame_bytes
         self.shutdown_timeout = shutdown_timeout
         self.drain_timeout = drain_timeout
+        if write_timeout <= 0:
+            raise ValueError("write_timeout must be positive")
+        self.write_timeout = write_timeout
         self.subscription_cap = subscription_cap
         self.max_sessions_per_caller = max_sessions_per_caller
         self.auth = auth
@@ -419,6 +427,7 @@ class Server:
             max_frame_bytes=self.max_frame_bytes,
             drain_timeout=self.drain_timeout,
             shutdown_timeout=self.shutdown_timeout,
+            write_timeout=self.write_timeout,
             on_stopped=stopped,
             subscription_cap=self.subscription_cap,
             on_notification=lambda method, params: self._client_notified(transport.session, method),

@@ -15,6 +15,11 @@ Strategy (ARCHITECTURE.md's threading contract):
    exactly one answer: those still in flight at the deadline, and those read but held back, are
    answered -32603 "the server is shutting down" under the output lock, and whatever a request still
    running returns later is dropped. Every thread started here is stopped or reported.
+5. The output (`_output.Output`) never holds a thread on the client for long: a frame the pipe
+   cannot take waits in a queue bounded in bytes for the writer thread; a client that reads nothing
+   for `write_timeout` is gone (the connection ends as at a shutdown); and at the end the writer
+   gets `shutdown_timeout` to deliver the last answers, read or not. So a client that stops reading
+   cannot keep the server from exiting.
 
 The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninterruptible read, so
 `shutdown()` can always reach it.
@@ -43,6 +48,7 @@ from ..protocol.framing import TOO_LARGE, Frame, FrameSplitter
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ..protocol.versions import META_SUBSCRIPTION_ID, Era
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
+from ._output import DEFAULT_WRITE_TIMEOUT as DEFAULT_WRITE_TIMEOUT  # re-exported: the default of Server and serve
 from ._output import Output
 from ._stdio_exchange import Asks, Exchange
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
@@ -69,6 +75,7 @@ class StdioServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         drain_timeout: float = 30.0,
         shutdown_timeout: float = 5.0,
+        write_timeout: float = DEFAULT_WRITE_TIMEOUT,
         on_stopped: Callable[[], None] | None = None,
         subscription_cap: int = DEFAULT_SUBSCRIPTION_CAP,
         on_notification: Callable[[str, dict[str, Any]], None] | None = None,
@@ -78,7 +85,7 @@ class StdioServer:
         self._engine = engine
         self._read_fd = read_fd
         self._session = Session()
-        self._output = Output(write_fd, self.request_shutdown)
+        self._output = Output(write_fd, self.request_shutdown, write_timeout=write_timeout)
         self._splitter = FrameSplitter(max_frame_bytes)
         self._drain_timeout = drain_timeout
         self._shutdown_timeout = shutdown_timeout
@@ -138,6 +145,7 @@ class StdioServer:
     def request_shutdown(self) -> None:
         """Ask for a graceful shutdown without waiting; safe from signal handlers and any thread."""
         self._stop_requested.set()
+        self._output.stop_waiting()  # a caller waiting for room in a full queue must not hold the shutdown up
         try:
             self._stop_future.set_result(None)  # wakes a drain after end of input: stop waiting for it
         except concurrent.futures.InvalidStateError:
@@ -438,6 +446,7 @@ class StdioServer:
             exchange.finish()
 
     def _close(self, graceful: bool) -> None:
+        self._output.stop_waiting()  # the last answers go in whatever the client reads
         with self._output.lock:
             self._closing = True
             for subscription in self._subscriptions.drain():
@@ -456,7 +465,7 @@ class StdioServer:
             self._clean = False
             log.warning("%d request(s) still running after the shutdown deadline; their threads are left to finish", still_running)
             self._answer_unfinished()
-        self._output.close()
+        self._output.finish(self._shutdown_timeout)  # the last answers, read by the client or not
         with self._state_lock:
             self._wake_closed = True
             for fd in (self._wake_r, self._wake_w, self._done_r, self._done_w):
