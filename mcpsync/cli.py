@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from ._serve_auth import auth_for, auth_options, upstream_credentials
+from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme, url_scheme
 from ._version import __version__
 from .transport.http_options import (
     DEFAULT_KEEPALIVE,
@@ -603,8 +603,6 @@ EXIT_FAILURE = 3
 EXIT_INTERRUPTED = 130
 """Ctrl-C: 128 + SIGINT, what a shell reports for a command the signal ended (not click's 1, which
 `call` uses for a tool's error)."""
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
-"""scheme://authority at the start of an argument: a URL, whatever its scheme."""
 
 
 def _client_options(command: F) -> F:
@@ -659,32 +657,21 @@ def _interruptible(command: F) -> F:
     return cast(F, run)
 
 
-def _shown(url: str) -> str:
-    """`url` without its user:password@, for a message."""
-    return _URL.sub(lambda found: f"{found.group(1)}://{found.group(2).rpartition('@')[2]}", url, count=1)
-
-
-def _has_credentials(url: str) -> bool:
-    found = _URL.match(url)
-    return found is not None and "@" in found.group(2)
-
-
 def _endpoint(server: tuple[str, ...]) -> str | None:
     """The http(s) URL that SERVER is, or None when it is a command. A usage error for a URL this
     command cannot use: another scheme (a typo such as htp://, which would otherwise be started as
     a program), or credentials in it, which are never sent (a token goes in --token-env)."""
-    found = _URL.match(server[0]) if len(server) == 1 else None
-    if found is None:
+    if len(server) != 1 or url_scheme(server[0]) is None:
         return None
-    url, scheme = server[0], found.group(1).lower()
-    if scheme not in ("http", "https"):
-        raise _UsageFailure(f"{_shown(url)!r} looks like a URL with an unknown scheme {found.group(1)!r}: only http:// and https:// URLs are supported")
-    if _has_credentials(url):
+    url = server[0]
+    if problem := unknown_scheme(url):
+        raise _UsageFailure(problem)
+    if has_credentials(url):
         raise _UsageFailure(
-            f"{_shown(url)}: credentials in the URL are not supported; pass a token in an environment variable with --token-env VARIABLE, "
-            f"or log in: mcpsync login {_shown(url)}"
+            f"{shown(url)}: credentials in the URL are not supported; pass a token in an environment variable with --token-env VARIABLE, "
+            f"or log in: mcpsync login {shown(url)}"
         )
-    return scheme + url[len(scheme) :]  # HTTPS://... too
+    return lower_scheme(url)  # HTTPS://... too
 
 
 def _open(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None) -> ClientSession:
@@ -883,9 +870,9 @@ def login(url: str, client_id: str | None, client_metadata_url: str | None, scop
       mcpsync login https://mcp.example.com/mcp
       mcpsync login https://mcp.example.com/mcp --client-id my-cli --scope files:read
     """
-    if _has_credentials(url):
+    if has_credentials(url):
         raise _UsageFailure(
-            f"{_shown(url)}: credentials in the URL are not supported; log in without them: mcpsync login {_shown(url)} "
+            f"{shown(url)}: credentials in the URL are not supported; log in without them: mcpsync login {shown(url)} "
             "(a token you were given goes to mcpsync tools, call and listen with --token-env VARIABLE)"
         )
     from ._login import log_in

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme
 from .auth.principal import is_scope
 from .errors import McpsyncError
 
@@ -196,10 +197,21 @@ def parse_roots(value: Any) -> tuple[dict[str, str], ...]:
     return tuple(roots)
 
 
+UPSTREAM_CREDENTIALS = (
+    "credentials in the URL are not supported (they are never sent); give the upstream a token in the headers "
+    "(Authorization) or the auth table of its entry in a --config file"
+)
+
+
 def upstream_from_argument(value: str, index: int) -> UpstreamConfig:
-    """`--upstream` on the command line: a URL, or a command line split like a shell would."""
-    if value.startswith(("http://", "https://")):
-        return UpstreamConfig(name=f"upstream{index}", url=value)
+    """`--upstream` on the command line: a URL, or a command line split like a shell would. A
+    URL of another scheme (htp://) is an error, not a program to start and retry for ever."""
+    if problem := unknown_scheme(value):
+        raise ConfigError(f"--upstream {problem}")
+    if value.lower().startswith(("http://", "https://")):
+        if has_credentials(value):
+            raise ConfigError(f"--upstream {shown(value)}: {UPSTREAM_CREDENTIALS}")
+        return UpstreamConfig(name=f"upstream{index}", url=lower_scheme(value))
     try:
         command = shlex.split(value)
     except ValueError as exc:
@@ -396,6 +408,8 @@ class _Reader:
         else:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise self.fail(f"{table}.url", "must be an http:// or https:// URL", table)
+            if has_credentials(url):
+                raise self.fail(f"{table}.url", UPSTREAM_CREDENTIALS, table)
             upstream.url = url
         upstream.env = self._string_map(spec.get("env", {}), f"{table}.env", table)
         upstream.headers = self._string_map(spec.get("headers", {}), f"{table}.headers", table)
