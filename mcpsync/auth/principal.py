@@ -110,15 +110,21 @@ class VerifierUnavailable(McpsyncError):
 
 def scopes_from_claims(claims: Mapping[str, Any]) -> frozenset[str]:
     """The scopes a token grants: `scope` (RFC 8693 / RFC 9068: one space-separated string), else
-    `scp` (a list, or a string, as some providers write it)."""
+    `scp` (a list, or a string, as some providers write it).
+
+    Only RFC 6749 scope tokens count, and a string is split at spaces alone: `str.split()` would
+    also split at every other Unicode whitespace, so a scope "read\u2003admin" that an authorization
+    server let through as one (unknown) scope would grant `admin`. Anything else is ignored."""
     value = claims.get("scope")
     if value is None:
         value = claims.get("scp")
     if isinstance(value, str):
-        return frozenset(value.split())
-    if isinstance(value, (list, tuple)):
-        return frozenset(item for item in value if isinstance(item, str))
-    return frozenset()
+        items: list[Any] | tuple[Any, ...] = value.split(" ")
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return frozenset()
+    return frozenset(item for item in items if is_scope(item))
 
 
 def principal_from_claims(claims: Mapping[str, Any]) -> Principal:

@@ -56,6 +56,12 @@ def whoami(ctx: Context) -> dict[str, Any]:
     return {"subject": principal.subject, "client": principal.client_id, "scopes": sorted(principal.scopes), "expires": principal.expires_at}
 
 
+@service.tool(scopes=["admin"])
+def reset() -> str:
+    """Something only a token with the `admin` scope may do."""
+    return "reset done"
+
+
 # -- the wire ------------------------------------------------------------------------------------
 
 @dataclass
@@ -278,6 +284,22 @@ def test_every_hostile_value_in_an_introspection_answer_is_refused_or_harmless(a
         for value in HOSTILE:
             token = authority.register(answer={"active": True, **authority.claims({claim: value})})
             check_harmless(call_whoami(endpoint.url, token), f"{claim}={value!r:.60}")
+
+
+@pytest.mark.parametrize("scope", ["read\u2003admin", "read\u00a0admin", "read\x0badmin", "read\x1fadmin", "read\x85admin", "read\tadmin", "read\nadmin"])
+def test_a_scope_is_split_at_spaces_alone(authority: Authority, scope: str) -> None:
+    """RFC 6749 section 3.3: scope tokens are separated by a space (%x20); other whitespace is
+    part of a (malformed) scope, which grants nothing, not a separator that grants `admin`."""
+    with Endpoint(jwt_verifier(authority)) as endpoint:
+        for claims in ({"scope": scope}, {"scope": OMIT, "scp": scope}, {"scope": OMIT, "scp": [scope]}):
+            token = sign(authority, claims)
+            assert call_whoami(endpoint.url, token).body["result"]["structuredContent"]["scopes"] == [], claims
+            params = {"name": "reset", "arguments": {}, "_meta": {META_PROTOCOL_VERSION: MODERN, META_CLIENT_CAPABILITIES: {}}}
+            refused = send(endpoint.url, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, token,
+                           {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "reset"})
+            assert (refused.status, refused.error) == (403, "insufficient_scope"), (claims, refused.body)
+        granted = call_whoami(endpoint.url, sign(authority, {"scope": "read admin"}))
+        assert granted.body["result"]["structuredContent"]["scopes"] == ["admin", "read"]
 
 
 def test_a_400_digit_expiry_is_a_401_not_a_500(authority: Authority) -> None:
