@@ -21,13 +21,13 @@ authorization server is down. It is refreshed when older than `jwks_max_age` (or
 `Cache-Control: max-age` when shorter, but never more often than `min_refresh_interval`). A `kid`
 the set does not have triggers one refetch (the authority may have rotated its keys), at most once
 per `min_refresh_interval`: random `kid`s from an attacker cost a dict lookup, not a fetch each.
-One thread fetches at a time, on the thread of the request that needed it; the lock guards only
-the bookkeeping, never the network. The others that need keys meanwhile wait for that fetch, but
-no longer than until its own timeout runs out, and then use what it got or the keys already held:
-an endpoint that stalls holds its one fetcher (bounded by `timeout`), never everyone; and while a
-fetch is in flight, however late, no second one starts. A failed fetch keeps the keys already held (with one warning per failure streak), and
-with no keys at all the verifier raises `VerifierUnavailable` (503, not 401: the token may be
-fine). Failed attempts are rate-limited the same way, so an authority that is down is not hammered
+One thread fetches at a time, the thread of the request that needed it; the lock guards only the
+bookkeeping, never the network. The others that need keys meanwhile wait for that fetch, but no
+longer than until its own `timeout` runs out, and then use what it got or the keys already held:
+an endpoint that stalls holds its one fetcher (as long as `get_json` lets it), never everyone; and
+while a fetch is in flight, however late, no second one starts beside it. A failed fetch keeps the
+keys already held (with one warning per failure streak), and with no keys at all the verifier
+raises `VerifierUnavailable` (503, not 401: the token may be fine). Failed attempts are rate-limited the same way, so an authority that is down is not hammered
 once per request.
 
 PyJWT is an optional dependency (`mcpsync[auth]`): it is imported by `JwtVerifier()` itself, so
@@ -77,7 +77,8 @@ class JwtVerifier:
             must contain one of them.
         algorithms: the signature algorithms accepted; asymmetric only.
         leeway: seconds of clock difference tolerated on `exp`, `nbf` and `iat`.
-        timeout: seconds a JWKS fetch may take.
+        timeout: seconds a JWKS fetch may take, and the longest a request waits for a fetch
+            that another request started.
         jwks_max_age: seconds the key set is used before it is fetched again.
         min_refresh_interval: the least time between two fetches (after an unknown `kid` or a failure).
         cache_size, cache_ttl: how many verified tokens are remembered, and for how long at most.
