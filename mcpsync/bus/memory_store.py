@@ -65,7 +65,14 @@ class MemoryStore:
 
     # -- sessions --------------------------------------------------------------------------------
     def create_session(
-        self, session_id: str, record: SessionRecord, *, ttl: float, cap: int, caller_cap: int | None = None
+        self,
+        session_id: str,
+        record: SessionRecord,
+        *,
+        ttl: float,
+        cap: int,
+        caller_cap: int | None = None,
+        caller_idle: float | None = None,
     ) -> Creation:
         """See `Store.create_session`: counted by a scan of the live sessions, under the lock."""
         caller = record.principal_key
@@ -77,6 +84,9 @@ class MemoryStore:
             held = collections.Counter(entry.record.principal_key for entry in self._sessions.values())
             if caller_cap is not None and caller is not None and held[caller] >= caller_cap:
                 own = [sid for _, sid in fresh if self._sessions[sid].record.principal_key == caller]
+                if not own and caller_idle is not None:
+                    used = sorted((entry.expires, sid) for sid, entry in self._sessions.items() if entry.record.principal_key == caller)
+                    own = [sid for expires, sid in used[:1] if expires <= now + ttl - caller_idle]
                 if not own:
                     return Creation.CALLER_FULL
                 del self._sessions[own[0]]

@@ -92,7 +92,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 _CREATE = _NOW + """
 -- KEYS: fresh, used, the new session's hash, its stream, its caller's set.
--- ARGV: namespace, id, ttl ms, cap, caller cap (0: none), field, value...
+-- ARGV: namespace, id, ttl ms, cap, caller cap (0: none), caller idle ms (-1: none), field, value...
 -- Returns 1 created, 0 refused (cap), 2 refused (caller cap).
 local ns, id = ARGV[1], ARGV[2]
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -108,6 +108,7 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 local function evict(victim, owner)
   redis.call('ZREM', KEYS[1], victim)
+  redis.call('ZREM', KEYS[2], victim)
   redis.call('DEL', ns .. 'session:' .. victim, ns .. 'events:' .. victim)
   if owner then
     redis.call('ZREM', owner, victim)
@@ -122,6 +123,14 @@ if caller_cap > 0 and mine >= caller_cap then
     if redis.call('ZSCORE', KEYS[1], sid) then
       own = sid
       break
+    end
+  end
+  -- else its session loaded least recently (none is fresh: the lowest score), if idle long enough
+  local idle = tonumber(ARGV[6])
+  if not own and idle >= 0 then
+    local oldest = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    if #oldest > 0 and tonumber(oldest[2]) <= now + tonumber(ARGV[3]) - idle then
+      own = oldest[1]
     end
   end
   if not own then
@@ -151,7 +160,7 @@ elseif redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= tonumber(A
   evict(giver, owner)
 end
 local at = now + tonumber(ARGV[3])
-redis.call('HSET', KEYS[3], unpack(ARGV, 6))
+redis.call('HSET', KEYS[3], unpack(ARGV, 7))
 redis.call('PEXPIREAT', KEYS[3], at)
 redis.call('ZADD', KEYS[1], at, id)
 redis.call('ZADD', KEYS[5], at, id)
@@ -357,10 +366,17 @@ class RedisStore:
 
     # -- sessions --------------------------------------------------------------------------------
     def create_session(
-        self, session_id: str, record: SessionRecord, *, ttl: float, cap: int, caller_cap: int | None = None
+        self,
+        session_id: str,
+        record: SessionRecord,
+        *,
+        ttl: float,
+        cap: int,
+        caller_cap: int | None = None,
+        caller_idle: float | None = None,
     ) -> Creation:
         """See `Store.create_session`. One script: prune, then the caller's bound (its set, in
-        expiry order, gives its first still fresh), else the shared one (the fresh set in expiry
+        expiry order, gives its first still fresh, else its lowest score if idle long enough), else the shared one (the fresh set in expiry
         order, each one's caller counted by its set), evict or refuse, then write the hash, its
         expiry and its place in "fresh" and in its caller's set. An id created again replaces that
         session, its log included."""
@@ -369,7 +385,7 @@ class RedisStore:
         with self._reaching():
             created = self._create(
                 keys=[self._fresh, self._used, self._session(session_id), self._events(session_id), self._caller(record.principal_key)],
-                args=[self._ns, session_id, _ms(ttl), cap, bound, *pairs],
+                args=[self._ns, session_id, _ms(ttl), cap, bound, -1 if caller_idle is None else _ms(caller_idle), *pairs],
             )
         return {1: Creation.CREATED, 2: Creation.CALLER_FULL}.get(int(created), Creation.FULL)
 

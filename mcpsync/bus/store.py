@@ -105,7 +105,14 @@ class Store(Protocol):
 
     # -- handshake-era sessions ----------------------------------------------------------------
     def create_session(
-        self, session_id: str, record: SessionRecord, *, ttl: float, cap: int, caller_cap: int | None = None
+        self,
+        session_id: str,
+        record: SessionRecord,
+        *,
+        ttl: float,
+        cap: int,
+        caller_cap: int | None = None,
+        caller_idle: float | None = None,
     ) -> Creation:
         """Add a session whose `initialize` succeeded; it expires after `ttl` seconds unless loaded.
 
@@ -115,7 +122,12 @@ class Store(Protocol):
 
         1. The caller's own bound: when `caller_cap` is given, the caller is not None and it
            already holds `caller_cap` live sessions, its own fresh session that has waited longest
-           is evicted; when all of them are used, nothing is added: `Creation.CALLER_FULL`.
+           is evicted; failing that, with `caller_idle` given, its own session loaded least
+           recently, if that was more than `caller_idle` seconds ago (judged from its expiry and
+           this `ttl`: one deployment gives every replica one ttl), so a client that reconnects
+           without DELETE reclaims what it abandoned; else nothing is added:
+           `Creation.CALLER_FULL`. The caller chooses `caller_idle` above the interval at which
+           it loads the sessions it keeps busy, so a busy one never gives way.
         2. The shared bound: when `cap` live sessions exist, the fresh session that has waited
            longest *among those that may give way* is evicted: the caller's own, or those of a
            caller holding more than the asking caller will hold once this one is added (its count

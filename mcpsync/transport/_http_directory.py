@@ -58,7 +58,7 @@ from ..engine.session import Session
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Response
 from ..protocol.versions import Era
-from ._http_sessions import HttpSession, SessionTable
+from ._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
 from ._http_stream import Event, Final
 from .subscriptions import LOCAL, RESYNC, uri_covers
 
@@ -202,7 +202,9 @@ class SharedDirectory:
         cap: live sessions at most, across the replicas (`Store.create_session`).
         caller_cap: live sessions at most of one caller (`Principal.key`), across the replicas;
             None: no bound of its own. The store applies it, atomically, so this process's table
-            of copies does not.
+            of copies does not. A caller at it gives up its own fresh session, else its own
+            session idle longest, if no replica has loaded it for two keeper rounds and a
+            recheck (see `__init__`): a busy session is never given up.
         capacity: the channel capacity of each GET stream (also the most read from a log at once).
         max_local: copies this process keeps at most (idle ones beyond it are dropped).
         keep_interval: seconds between the keeper's rounds (default: a third of `ttl`, at most 60).
@@ -237,6 +239,10 @@ class SharedDirectory:
         self._notices_lock = threading.Lock()
         self._stop = threading.Event()
         self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
+        # A busy session (a request in flight, a GET stream) is loaded by its replica's keeper every
+        # keep_interval, and one in use by its requests at least every recheck: one not loaded for
+        # two keeper rounds is idle everywhere, so it may give way to its own caller's next one.
+        self._caller_idle = max(EVICTION_GRACE, 2 * self._keep_interval + self._recheck)
         bus.subscribe(ENDED_CHANNEL, self._remote_ended)
         bus.subscribe(ANSWER_CHANNEL, self._remote_answer)
         bus.subscribe(CANCEL_CHANNEL, self._remote_cancel)
@@ -272,7 +278,9 @@ class SharedDirectory:
             client_info=session.client_info,
             principal_key=created.principal_key,
         )
-        outcome = self._store.create_session(created.id, record, ttl=self._ttl, cap=self._cap, caller_cap=self._caller_cap)
+        outcome = self._store.create_session(
+            created.id, record, ttl=self._ttl, cap=self._cap, caller_cap=self._caller_cap, caller_idle=self._caller_idle
+        )
         if outcome:
             self.table.add(created)
         return outcome

@@ -40,8 +40,10 @@ Sessions are also bounded per caller (`max_per_caller`, the caller being `Princi
 rule `Store.create_session` states for replicas, so one token cannot take every place:
 
 - a caller holding `max_per_caller` sessions gives up its own fresh session that has waited
-  longest for its next one; when all of its sessions are used, `add` refuses it
-  (`Creation.CALLER_FULL`, which the transport answers 429): nobody else's session is touched;
+  longest for its next one, else its own least recently used one idle past the grace (a client
+  that reconnects without DELETE reclaims its abandoned sessions); when all of its sessions are
+  busy or used within the grace, `add` refuses it (`Creation.CALLER_FULL`, which the transport
+  answers 429): nobody else's session is touched;
 - the table-wide eviction above takes only what may give way: the asking caller's own sessions,
   or those of a caller holding more than the asking caller will once its new session is added
   (its count plus one). A newcomer therefore displaces a caller holding two or more, never the
@@ -299,23 +301,21 @@ class SessionTable:
 
     def add(self, session: HttpSession) -> Creation:
         """`initialize` succeeded: from now on the session is found by its id. A caller holding
-        `max_per_caller` sessions first gives up its own oldest fresh one; when all of its sessions
-        are used, the session is not added (`Creation.CALLER_FULL`). Checked here, under the lock
-        that adds, so concurrent `initialize`s of one caller cannot pass its bound together."""
+        `max_per_caller` sessions first gives up one of its own (`_own_to_evict_locked`); when
+        none may go, the session is not added (`Creation.CALLER_FULL`). Checked here, under the
+        lock that adds, so concurrent `initialize`s of one caller cannot pass its bound together."""
         key = session.principal_key
         evicted: HttpSession | None = None
+        refused = False
         with self._lock:
             now = self._clock()
             expired = self._expire_locked(now)
             if self._max_per_caller is not None and key is not None and self._held[key] >= self._max_per_caller:
-                evicted = next((own for own in self._fresh.values() if own.principal_key == key), None)
+                evicted = self._own_to_evict_locked(key, now)
                 if evicted is None:
                     refused = True
                 else:
                     self._pop_locked(evicted.id)
-                    refused = False
-            else:
-                refused = False
             if not refused:
                 session.last_seen = now
                 self._sessions[session.id] = session
@@ -329,6 +329,21 @@ class SessionTable:
             log.info("refused a session (429): its caller holds %d sessions, all in use", self._max_per_caller)
             return Creation.CALLER_FULL
         return Creation.CREATED
+
+    def _own_to_evict_locked(self, key: str, now: float) -> HttpSession | None:
+        """The caller's own session that gives way to its next one: its fresh one that has waited
+        longest, else its least recently used idle one past the grace (a client that went away
+        without DELETE, so one that reconnects often is not locked out for `idle_timeout`);
+        None while every one is busy or used within the grace."""
+        fresh = next((own for own in self._fresh.values() if own.principal_key == key), None)
+        if fresh is not None:
+            return fresh
+        for idle in self._idle.values():
+            if now - idle.last_seen <= self._grace:
+                return None  # the queue is in order of last_seen: the rest are more recent
+            if idle.principal_key == key:
+                return idle
+        return None
 
     def find(self, session_id: str) -> HttpSession | None:
         """The live session with this id (seen now, so no longer fresh), or None if unknown,

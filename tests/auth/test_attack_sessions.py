@@ -37,6 +37,8 @@ from mcpsync.auth import Auth
 from mcpsync.auth.jwt import JwtVerifier
 from mcpsync.bus import MemoryBus, MemoryStore, RedisBus
 from mcpsync.bus.redis_store import RedisStore
+from mcpsync.bus.store import Creation
+from mcpsync.transport._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
 
 from .._timeouts import LONG
 from ..bus.redis_server import RedisServer
@@ -320,3 +322,46 @@ def test_mcpsync_serve_help_explains_the_bound() -> None:
     assert "--max-sessions-per-caller" in text
     for words in ("one caller (one token's principal)", "429 with Retry-After", "service account", "[default: 32"):
         assert words in text, words
+
+
+# -- the table's own clock: what the grace decides ------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_caller_at_its_bound_gives_up_its_own_session_idle_past_the_grace_never_a_busy_one() -> None:
+    """A client that reconnects without DELETE is not locked out for the session timeout: its
+    abandoned sessions give way to its next ones, once idle past the grace (one process; the
+    store's `caller_idle` is tests/bus/test_store.py's)."""
+    clock = Clock()
+    table = SessionTable(idle_timeout=1800.0, max_sessions=100, capacity=4, clock=clock, max_per_caller=2)
+
+    def opened(key: str) -> tuple[Creation, HttpSession]:
+        session = table.new(key)
+        assert session is not None
+        outcome = table.add(session)
+        table.find(session.id)  # used at once, as by notifications/initialized
+        return outcome, session
+
+    _, b = opened("B")  # B's is the idle one of longest standing throughout
+    clock.now += 1
+    _, a0 = opened("A")
+    clock.now += 5
+    _, a1 = opened("A")
+    clock.now += EVICTION_GRACE + 1 - 5  # a0 idle past the grace, a1 not
+    outcome, a2 = opened("A")
+    assert outcome is Creation.CREATED and table.find(a0.id) is None
+    assert opened("A")[0] is Creation.CALLER_FULL  # a1 and a2 were used within the grace
+    a2.streaming = True  # busy: never given up however long it stays so
+    clock.now += 2 * EVICTION_GRACE
+    outcome, a3 = opened("A")
+    assert outcome is Creation.CREATED and table.find(a1.id) is None and table.find(a2.id) is a2
+    clock.now += 2 * EVICTION_GRACE
+    assert opened("A")[0] is Creation.CREATED and table.find(a3.id) is None and table.find(a2.id) is a2
+    assert table.find(b.id) is b
+    a2.streaming = False
+    table.drain()

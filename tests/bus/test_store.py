@@ -383,6 +383,30 @@ def test_a_caller_whose_sessions_are_all_used_is_refused_alone_until_one_ends(ba
     assert set(store.session_subscriptions()) == {"a1", "a2", "b"}
 
 
+def test_a_caller_at_its_bound_gives_up_its_own_session_idle_longest_once_past_caller_idle(backend: Backend) -> None:
+    store = backend.store
+
+    def create(on: Store, sid: str) -> Creation:
+        return on.create_session(sid, mine("A"), ttl=TTL, cap=CAP, caller_cap=2, caller_idle=8.0)
+
+    store.create_session("b", mine("B"), ttl=TTL, cap=CAP, caller_cap=2)
+    store.load_session("b", ttl=TTL)  # B's, idle longest of all: never A's to give up
+    backend.advance(1)
+    for sid in ("a0", "a1"):
+        create(store, sid)
+        store.load_session(sid, ttl=TTL)
+        backend.advance(5)
+    # a0 was last loaded 10 s ago, past caller_idle: the client went away without DELETE
+    assert create(backend.replica(), "a2") is Creation.CREATED
+    assert store.load_session("a0", ttl=TTL) is None
+    store.load_session("a2", ttl=TTL)
+    # a1 was loaded 5 s ago: in use as far as any replica knows, so A is refused
+    assert create(store, "a3") is Creation.CALLER_FULL
+    backend.advance(4)
+    assert create(store, "a3") is Creation.CREATED
+    assert set(store.session_subscriptions()) == {"b", "a2", "a3"}
+
+
 def test_an_expired_session_frees_its_place_under_its_callers_bound(backend: Backend) -> None:
     backend.store.create_session("a0", mine("A"), ttl=10, cap=CAP, caller_cap=1)
     backend.store.load_session("a0", ttl=10)

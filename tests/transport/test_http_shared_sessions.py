@@ -289,10 +289,10 @@ class FailingStore(MemoryStore):
             raise StoreUnavailable("the store is down (test)")
         return super().load_session(session_id, ttl=ttl)
 
-    def create_session(self, session_id: str, record: Any, *, ttl: float, cap: int, caller_cap: int | None = None) -> Creation:
+    def create_session(self, session_id: str, record: Any, **options: Any) -> Creation:
         if self.down:
             raise StoreUnavailable("the store is down (test)")
-        return super().create_session(session_id, record, ttl=ttl, cap=cap, caller_cap=caller_cap)
+        return super().create_session(session_id, record, **options)
 
 
 def test_a_session_request_while_the_store_is_down_is_503_with_retry_after() -> None:
