@@ -181,7 +181,8 @@ def cli() -> None:
     default=None,
     help="HTTP with --auth-*: handshake-era sessions one caller (one token's principal) holds at once, across every "
     f"process, so one token cannot evict other callers' sessions or fill the {DEFAULT_MAX_SESSIONS} places. At it, the caller's "
-    "oldest never-used session makes way, else its initialize gets 429 with Retry-After. Raise it for a service account whose "
+    "oldest never-used session makes way, else its longest idle one, else its initialize gets 429 with Retry-After. Raise it "
+    "for a service account whose "
     f"many workers share one token.  [default: {DEFAULT_MAX_SESSIONS_PER_CALLER}, or a served Server's own]",
 )
 @click.option(

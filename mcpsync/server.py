@@ -94,8 +94,10 @@ class Server:
             token, `Principal.key`) may hold at once, on every replica together (default 32, well
             below `max_sessions`' 1024), so one token cannot evict other callers' sessions or lock
             newcomers out. At the bound the caller's own oldest never-used session gives way,
-            else its `initialize` is answered 429 with `Retry-After`. Endpoints without `auth`
-            have no caller to bound. Each endpoint may give its own (`wsgi_app`, `start_http`).
+            else its own session idle longest (idle past 10 s in one process; unloaded for two
+            keeper rounds across replicas, 125 s at the default session timeout), else its
+            `initialize` is answered 429 with `Retry-After`. Endpoints without `auth` have no
+            caller to bound. Each endpoint may give its own (`wsgi_app`, `start_http`).
         bus: where this server's list changes and resource updates meet those of the other
             processes serving the same clients (replicas): a URL ("redis://host:6379/0"; the
             `redis` extra) or a `Bus` (see `mcpsync.bus`); None: this process alone. A change made

@@ -184,8 +184,9 @@ class WsgiTransport:
         session_timeout: seconds a handshake-era session may stay idle before it expires.
         max_sessions: handshake-era sessions at once.
         max_sessions_per_caller: handshake-era sessions one caller (`Principal.key`) holds at once;
-            at it, the caller's own oldest never-used session gives way, else it is refused 429
-            (see `_http_sessions`). No bound for an endpoint without `auth`.
+            at it, the caller's own oldest never-used session gives way, else its own longest idle
+            one past the grace, else it is refused 429 (see `_http_sessions`). No bound for an
+            endpoint without `auth`.
         workers: threads running requests that may speak before their answer (tools with a
             `Context`, prompts, resource reads) at once; more wait their turn.
         shutdown_timeout: how long `shutdown()` waits for running requests.

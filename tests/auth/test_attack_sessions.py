@@ -7,8 +7,8 @@ The attack: caller A (one token's principal) sends `initialize` after `initializ
 them, where `cap` is `max_sessions_per_caller` and the table (`max_sessions`) is smaller than A's
 flood. Before the per-caller bound, A's sessions filled the table: a newcomer got 503, and an idle
 session of another caller could be evicted. Now A holds at most `cap`: its own oldest never-used
-session gives way to its next one, and once every one of its sessions is used, A alone is refused
-429 with `Retry-After`. Caller B's idle session keeps answering and a new caller C is served.
+session gives way to its next one (past the grace, its longest idle one too), and once every one
+of its sessions is in recent use, A alone is refused 429 with `Retry-After`. Caller B's idle session keeps answering and a new caller C is served.
 
 When many callers together fill the table, a newcomer still gets a place from any caller holding
 two or more never-used sessions; it is refused 503 (with `Retry-After`) only when every caller
