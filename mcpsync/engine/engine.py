@@ -389,15 +389,17 @@ def _checked_claim(claim: Claim) -> Claim:
     return claim
 
 
+NO_ENVELOPE = (
+    f"this request has no 2026-07-28 envelope: params._meta must carry {META_PROTOCOL_VERSION} "
+    f'("{LATEST_MODERN_VERSION}") and {META_CLIENT_CAPABILITIES} (an object)'
+)
+"""What a 2026-07-28 method sent without the envelope lacks (the engine's -32601 and the HTTP
+endpoint's refusal of such a request outside a session both say it)."""
+
+
 def _modern_only(method: str, era: Era | None) -> McpError:
     """-32601 for a 2026-07-28 method sent without that era's envelope, saying what it lacks: the
     code is the era rule's (the handshake era has no such method, BEHAVIOR.md), the message names
     the fix, since a bare `server/discover` is the commonest first mistake of a hand-written client."""
-    if era is Era.HANDSHAKE:
-        why = "this connection serves the handshake protocol era (it was initialized)"
-    else:
-        why = (
-            f"this request has no 2026-07-28 envelope: params._meta must carry {META_PROTOCOL_VERSION} "
-            f'("{LATEST_MODERN_VERSION}") and {META_CLIENT_CAPABILITIES} (an object)'
-        )
+    why = "this connection serves the handshake protocol era (it was initialized)" if era is Era.HANDSHAKE else NO_ENVELOPE
     return McpError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method} is a 2026-07-28 method, and {why}", {"method": method})

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..auth.principal import InsufficientScope
 from ..auth.resource import AuthRefusal
 from ..bus.store import RETRY_AFTER, Creation, StoreUnavailable
-from ..engine.engine import Engine
+from ..engine.engine import NO_ENVELOPE, Engine
 from ..engine.interceptors import TransportInfo
 from ..engine.operations import update_scopes
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
@@ -75,6 +75,7 @@ from ..engine.session import Session
 from ..engine.single_use import RequestStateUnchecked
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ..protocol.methods import MODERN_ONLY_METHODS
 from ..protocol.sse import sse_priming
 from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
 from ._http_cors import Cors
@@ -420,6 +421,8 @@ class WsgiTransport:
                 raise _sessions_refused(Creation.FULL, message.id)
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
             return self._run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
+        if message.method in MODERN_ONLY_METHODS and header(environ, "Mcp-Session-Id") is None:  # a bare server/discover
+            raise _Refused(400, f"Bad Request: {message.method} is a 2026-07-28 method, and {NO_ENVELOPE}", message.id)
         owner = self._session_of(environ, principal, message.id)
         exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
         exchange.session_id = owner.id
