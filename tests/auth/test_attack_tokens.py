@@ -34,6 +34,7 @@ from jwt.algorithms import RSAAlgorithm
 from mcpsync import Context, Server, Service
 from mcpsync.auth import Auth, Principal
 from mcpsync.auth.introspection import IntrospectionVerifier
+from mcpsync.auth import jwt as jwt_module
 from mcpsync.auth.jwt import JwtVerifier
 from mcpsync.auth.static import StaticTokens
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
@@ -460,12 +461,20 @@ def timed(action: Callable[[], Answer]) -> tuple[int, float]:
     return status, time.monotonic() - began
 
 
-def test_a_stalled_jwks_fetch_holds_no_other_request_past_its_timeout(authority: Authority) -> None:
+@pytest.mark.parametrize("fetch", ["bounded", "overrunning"])
+def test_a_stalled_jwks_fetch_holds_no_other_request_past_its_timeout(authority: Authority, monkeypatch: pytest.MonkeyPatch, fetch: str) -> None:
     """One request's JWKS fetch is stuck on an endpoint that drips its answer; the others that
     need the keys meanwhile wait for it at most until its own timeout, then get 503, and those
-    that come after that are answered at once, without piling up fetches of their own."""
+    that come after that are answered at once, without piling up fetches of their own.
+
+    "bounded": the fetch as it is, cut off at its timeout. "overrunning": the same real fetch,
+    but one that takes longer than its timeout, as one whose name lookup blocks (getaddrinfo
+    cannot be interrupted) would: no other request may wait for it past the timeout all the same."""
     timeout = 2.5  # the waiters of the code before took 2 * timeout + 1; margins here are generous for a loaded machine
     token = authority.mint()
+    if fetch == "overrunning":
+        real_get_json = jwt_module.get_json
+        monkeypatch.setattr(jwt_module, "get_json", lambda url, *, timeout: real_get_json(url, timeout=LONG))
     with StalledJwks() as jwks:
         verifier = JwtVerifier(jwks_url=jwks.url, issuer=authority.issuer, audience=RESOURCE, timeout=timeout, min_refresh_interval=60.0)
         fetcher_saw: list[BaseException] = []
