@@ -334,16 +334,16 @@ def _b64(data: bytes) -> bytes:
 @pytest.mark.parametrize(
     "claim_text",
     [
-        '"exp": 1e400',  # Python's json reads this as inf
-        '"exp": -1e400',
-        '"exp": NaN',
-        '"exp": Infinity',
-        '"exp": ' + "9" * 5000,  # past Python's int-from-text digit limit: json refuses it
-        '"nbf": ' + "9" * 400,
-        '"iat": -' + "9" * 400,
-        '"aud": ' + "[" * 3000 + "]" * 3000,  # deeper than the decoder recurses
-        '"sub": "\\ud800\\udfff\\u0000"',
-        '"exp": 1, "exp": ' + "1" * 400,  # a repeated name: the last one counts
+        pytest.param('"exp": 1e400', id="exp-1e400"),  # Python's json reads this as inf
+        pytest.param('"exp": -1e400', id="exp-minus-1e400"),
+        pytest.param('"exp": NaN', id="exp-NaN"),
+        pytest.param('"exp": Infinity', id="exp-Infinity"),
+        pytest.param('"exp": ' + "9" * 5000, id="exp-5000-digits"),  # past Python's int-from-text digit limit: json refuses it
+        pytest.param('"nbf": ' + "9" * 400, id="nbf-400-digits"),
+        pytest.param('"iat": -' + "9" * 400, id="iat-minus-400-digits"),
+        pytest.param('"aud": ' + "[" * 3000 + "]" * 3000, id="aud-nested-3000-deep"),  # deeper than the decoder recurses
+        pytest.param('"sub": "\\ud800\\udfff\\u0000"', id="sub-escapes"),
+        pytest.param('"exp": 1, "exp": ' + "1" * 400, id="exp-repeated"),  # a repeated name: the last one counts
     ],
 )
 def test_claims_json_dumps_would_never_write_are_refused_or_harmless(authority: Authority, claim_text: str) -> None:
