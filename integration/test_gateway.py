@@ -28,13 +28,13 @@ from wire import (
     GatewayClient as Client,
     ServerProcess,
     base_env,
-    children_of,
     fixture,
     has_traceback,
     is_notification,
     is_response,
     serve_argv,
     tools_changed,
+    upstreams_of,
 )
 
 pytestmark = pytest.mark.timeout(90)
@@ -83,7 +83,7 @@ def assert_clean_exit(proc: ServerProcess, code: int) -> None:
 def test_modern_client_hears_a_tagged_change_before_the_result_and_sigterm_completes_its_listens() -> None:
     with gateway("--upstream", upstream(DYNAMIC), "--log-level", "info") as proc:
         client = Client(proc, "modern")
-        upstream_pids = children_of(proc.pid)
+        upstream_pids = upstreams_of(proc.pid)
         assert len(upstream_pids) == 1
         client.listen("7", toolsListChanged=True)
         client.listen(7, toolsListChanged=True)

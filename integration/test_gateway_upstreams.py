@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from wire import ServerProcess, base_env, children_of, stat_fields, is_notification, legacy_init, serve_argv
+from wire import ServerProcess, base_env, is_notification, legacy_init, serve_argv, stat_fields, upstreams_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -210,11 +210,11 @@ def test_closing_the_gateway_while_an_upstream_restarts_leaves_no_process_of_it(
             legacy_init(gateway)
             tools = [tool["name"] for tool in gateway.result("tools/list")["tools"]]
             assert "one_read_graph" in tools and "two_read_graph" in tools, tools
-            crashed, other = sorted(children_of(gateway.pid))  # each leads its own process group
+            crashed, other = sorted(upstreams_of(gateway.pid))  # each leads its own process group
             seen |= {crashed, other}
             assert all(os.getpgid(pid) == pid for pid in (crashed, other))
             os.kill(poll(lambda: server_of(crashed), LONG, "the first upstream's server"), signal.SIGKILL)  # the server crashes
-            restarted = poll(lambda: next((pid for pid in children_of(gateway.pid) if pid not in seen), None), LONG, "the restart")
+            restarted = poll(lambda: next((pid for pid in upstreams_of(gateway.pid) if pid not in seen), None), LONG, "the restart")
             seen.add(restarted)
             # Hold the restarted server mid-start, as a slow machine or a slow npm fetch does: the
             # gateway closes while its supervisor is still connecting it.
@@ -241,7 +241,7 @@ def test_a_call_while_its_upstream_restarts_says_the_upstream_is_unavailable(nod
     with ServerProcess(serve_argv("--config", str(config))) as gateway:
         legacy_init(gateway)
         assert gateway.result("tools/call", {"name": "read_graph", "arguments": {}}).get("isError") in (None, False)
-        [child] = children_of(gateway.pid)
+        [child] = upstreams_of(gateway.pid)
         broken.touch()
         os.kill(child, signal.SIGKILL)
         gateway.expect(lambda frame: is_notification(frame, TOOLS_CHANGED), timeout=LONG, what="the lost upstream's tools withdrawn")
@@ -291,7 +291,7 @@ def test_the_gateway_keeps_answering_while_an_upstream_does_not_read(stopped_ups
     with ServerProcess(serve_argv("--upstream", upstream), env=base_env()) as gateway:
         legacy_init(gateway)
         assert "echo" in [tool["name"] for tool in gateway.result("tools/list")["tools"]]  # known: the reader forwards it itself
-        [child] = children_of(gateway.pid)
+        [child] = upstreams_of(gateway.pid)
         stopped_upstream(child)  # it reads nothing from now on
         big = "x" * (1 << 20)  # far more than a pipe holds
         gateway.send(call_frame(1, "echo", {"text": big}))

@@ -30,6 +30,7 @@ import pytest
 from wire import base_env, children_of, stat_fields
 
 import mcpsync
+from mcpsync.client import ClientSession, StdioConnection
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,6 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LINGERING = Path(__file__).parent / "fixtures" / "lingering_upstream.py"
 GONE_WITHIN = 10.0  # seconds for every recorded process to be gone; the fixture lingers 60 s
 WRAPPER = 'node "$0" stdio; exit $?'  # sh runs node as its child, and waits for it
+LINGERING_WRAPPER = '"$0" "$@"; exit $?'
 Process = tuple[int, bytes]  # a pid and its start time (/proc/PID/stat field 22)
 
 
@@ -127,6 +129,11 @@ UPSTREAMS: dict[str, Callable[[str, Path], tuple[str, str]]] = {
         "echo",
     ),
     "lingering": lambda _, pids: (f"{shlex.quote(sys.executable)} {shlex.quote(str(LINGERING))} {shlex.quote(str(pids))}", "linger"),
+    # the same behind a shell that stays: sh → python → python, one process group
+    "lingering behind sh": lambda _, pids: (
+        f"sh -c {shlex.quote(LINGERING_WRAPPER)} {shlex.quote(sys.executable)} {shlex.quote(str(LINGERING))} {shlex.quote(str(pids))}",
+        "linger",
+    ),
 }
 
 
@@ -134,7 +141,7 @@ def gateway_argv(upstream: str) -> list[str]:
     return [sys.executable, "-m", "mcpsync", "serve", "--upstream", upstream]
 
 
-def open_gateway(upstream: str, tool: str) -> mcpsync.ClientSession:
+def open_gateway(upstream: str, tool: str) -> ClientSession:
     client = mcpsync.connect(gateway_argv(upstream), env=base_env(), cwd=REPO_ROOT, stderr=subprocess.DEVNULL)
     try:
         names = [t["name"] for t in client.list_tools()]
@@ -145,13 +152,13 @@ def open_gateway(upstream: str, tool: str) -> mcpsync.ClientSession:
     return client
 
 
-def gateway_pid(client: mcpsync.ClientSession) -> int:
+def gateway_pid(client: ClientSession) -> int:
     pid = client._connection.pid
     assert pid is not None
     return int(pid)
 
 
-@pytest.mark.parametrize("shape", sorted(UPSTREAMS))
+@pytest.mark.parametrize("shape", ["node", "sh -c wrapper", "npm exec", "lingering"])
 def test_closing_a_client_of_a_gateway_leaves_no_process_of_its_tree(
     shape: str, npm_entry: Callable[[str], str], tmp_path: Path, survivors: set[Process]
 ) -> None:
@@ -179,7 +186,7 @@ def test_mcpsync_tools_through_a_gateway_leaves_no_process_behind(bounded: Any, 
     assert_all_gone(survivors)
 
 
-@pytest.mark.parametrize("shape", ["sh -c wrapper", "lingering"])
+@pytest.mark.parametrize("shape", ["lingering", "lingering behind sh"])
 def test_a_gateway_killed_outright_leaves_no_upstream_running(
     shape: str, npm_entry: Callable[[str], str], tmp_path: Path, survivors: set[Process]
 ) -> None:
@@ -194,3 +201,18 @@ def test_a_gateway_killed_outright_leaves_no_upstream_running(
         assert_all_gone(upstreams)
     finally:
         client.close()
+
+
+def test_a_client_that_does_not_wait_for_the_gateway_still_leaves_nothing(tmp_path: Path, survivors: set[Process]) -> None:
+    """A client whose close grace is shorter than the gateway's own stop: the gateway gets SIGTERM
+    (and then SIGKILL) while it is stopping its upstream, which is stopped all the same."""
+    upstream, tool = UPSTREAMS["lingering"]("", tmp_path / "pids")
+    connection = StdioConnection(gateway_argv(upstream), env=base_env(), cwd=REPO_ROOT, stderr=subprocess.DEVNULL, close_grace=0.2)
+    client = ClientSession(connection).open()
+    try:
+        assert tool in [t["name"] for t in client.list_tools()]
+        survivors |= tree(gateway_pid(client))
+        assert len(survivors) >= 3, [command_line(pid) for pid, _ in survivors]
+    finally:
+        client.close()
+    assert_all_gone(survivors)

@@ -504,6 +504,18 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def upstreams_of(gateway: int) -> list[int]:
+    """A gateway's upstream children: its children but its watchdog (mcpsync._process_groups),
+    the one that stops them should the gateway be killed."""
+    def is_watchdog(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                return b"/mcpsync/_process_groups.py\0watchdog\0" in handle.read()
+        except OSError:
+            return False
+    return [pid for pid in children_of(gateway) if not is_watchdog(pid)]
+
+
 def proc_status_kb(pid: int, key: str) -> int:
     """A `kB` field of /proc/PID/status (VmHWM, VmRSS)."""
     with open(f"/proc/{pid}/status") as handle:

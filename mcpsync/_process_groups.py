@@ -44,6 +44,8 @@ WATCHDOG_TERM_GRACE = 0.5
 """Seconds the watchdog gives the groups it stops between SIGTERM and SIGKILL."""
 WATCHDOG_KILL_WAIT = 1.0
 """Seconds the watchdog looks for killed groups to be gone before it exits anyway."""
+WATCHDOG_ARG = "watchdog"
+"""The watchdog's first argument: what `ps` shows it is (`python ... mcpsync/_process_groups.py watchdog ...`)."""
 WATCHDOG_EXIT_WAIT = 5.0
 """Seconds `Watchdog.close()` waits for the watchdog to exit (it has nothing to stop, normally)."""
 
@@ -61,8 +63,10 @@ def signal_group(pgid: int, signum: int) -> None:
 
 
 def group_gone(pgid: int, deadline: float, reap: Callable[[], object] = lambda: None) -> bool:
-    """Whether no process of the group is left, looking until `deadline`. `reap` collects the
-    leader once it has exited, when it is our child: a zombie still counts as a member."""
+    """Whether no process of the group is left running, looking until `deadline`. `reap` collects
+    the leader once it has exited, when it is our child. A zombie still counts as a member for
+    `killpg`, and an orphan's zombie waits for PID 1 to reap it (some inits look only every second
+    or so): where /proc tells (Linux), a group of zombies alone is gone."""
     delay = 0.001
     while True:
         reap()
@@ -72,11 +76,37 @@ def group_gone(pgid: int, deadline: float, reap: Callable[[], object] = lambda: 
             return True
         except PermissionError:
             return False
+        if delay >= 0.008 and _only_zombies(pgid):  # after the first few looks: scanning /proc costs more
+            return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
         time.sleep(min(delay, remaining))  # nothing signals a grandchild's exit: a bounded poll
         delay = min(delay * 2, POLL_MAX)
+
+
+def _only_zombies(pgid: int) -> bool:
+    """Whether /proc shows members of the group, none of them running (all zombies). False where
+    there is no /proc, or when it shows none (the group ended meanwhile: killpg tells that)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    members = 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == b"%d" % pgid:
+            if fields[0] != b"Z":
+                return False
+            members += 1
+    return members > 0
 
 
 def stop_groups(pgids: Iterable[int], term_grace: float, kill_wait: float, reap: Callable[[], object] = lambda: None) -> set[int]:
@@ -132,7 +162,7 @@ class Watchdog:
     def _start(self) -> subprocess.Popen[bytes] | None:
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", __file__, repr(self._term_grace), repr(self._kill_wait)],
+                [sys.executable, "-I", "-S", __file__, WATCHDOG_ARG, repr(self._term_grace), repr(self._kill_wait)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 cwd="/",  # it must not hold a directory someone wants to remove
@@ -188,5 +218,5 @@ def _watchdog_main(term_grace: float, kill_wait: float) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(_watchdog_main(float(sys.argv[1]), float(sys.argv[2])))
+if __name__ == "__main__" and sys.argv[1:2] == [WATCHDOG_ARG]:
+    sys.exit(_watchdog_main(float(sys.argv[2]), float(sys.argv[3])))

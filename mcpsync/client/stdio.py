@@ -52,7 +52,12 @@ outlives it: then it warns and returns)."""
 
 
 class StdioConnection:
-    """Starts `command` and speaks newline-delimited JSON-RPC with it."""
+    """Starts `command` and speaks newline-delimited JSON-RPC with it.
+
+    `close_grace`: seconds the child gets to exit by itself once `close()` closed its stdin, before
+    its process group gets SIGTERM; `term_grace`: seconds from SIGTERM to SIGKILL. `watchdog` (the
+    gateway's, mcpsync._process_groups) is told of the child's process group while it runs.
+    """
 
     def __init__(
         self,
