@@ -14,16 +14,17 @@ threads ever touch a connection's parser, buffers or socket at once, and no even
 A step reads what has arrived, serves every complete request (the application runs on the
 worker, and ordinary responses are written there, waiting for room up to the write timeout), and
 parks with the next deadline: the head's total deadline, the body's (its rate floor, within a
-fixed cap), the keep-alive timeout, or a stream's next keep-alive or request deadline.
+fixed cap), the keep-alive timeout, or a stream's next keep-alive or request deadline. A
+`Parkable` body (an event stream) is written without blocking: what the socket does not take
+waits in the connection's buffer, and no more is taken from the body until it drains; a client
+that takes nothing for `timeout` seconds is dropped. Closing a stream's body is how the
+transport learns that its client went away.
 
 The head first: once a request's head is whole, and before any of its body is read or
 `100 Continue` sent, it becomes the request's environ, and a request that announces a body goes
 to the server's `head_check` (the application's authentication, say). An answer from it is sent
 instead, with `Connection: close`, and the body is never read: the connection lingers, dropping
-what the client still sends. So a caller the application refuses costs no body buffer. A `Parkable` body (an event stream) is
-written without blocking: what the socket does not take waits in the connection's buffer, and no
-more is taken from the body until it drains; a client that takes nothing for `timeout` seconds is
-dropped. Closing a stream's body is how the transport learns that its client went away.
+what the client still sends. So a caller the application refuses costs no body buffer.
 """
 
 from __future__ import annotations
