@@ -247,6 +247,38 @@ def test_a_body_that_keeps_coming_is_cut_at_its_capped_deadline() -> None:
         servers.close()
 
 
+# -- the server's hook, as any application may use it -------------------------------------------
+
+def test_a_request_before_a_head_the_check_refuses_is_answered_first_and_the_refused_body_never_read() -> None:
+    seen: list[bytes] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append(environ["wsgi.input"].read())
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    def check(environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
+        assert environ["wsgi.input"].read() == b""  # the head alone
+        if environ.get("HTTP_AUTHORIZATION") == "yes":
+            return None
+        return "401 Unauthorized", [("WWW-Authenticate", "Bearer"), ("Content-Length", "999")], b"who?"
+
+    servers = Servers()
+    try:
+        client = servers.connect(servers.start(app, head_check=check))
+        client.send(request("POST", "/", headers=[("Authorization", "yes")], body=b"first")
+                    + request("POST", "/", headers=[("Content-Length", "1000000")]) + b"x" * 1000)
+        first = client.read_response()
+        assert (first.status, first.body) == (200, b"ok")
+        refused = client.read_response()
+        assert (refused.status, refused.body, refused.header("WWW-Authenticate")) == (401, b"who?", "Bearer")
+        assert refused.header("Content-Length") == "4" and refused.closes  # framed by the server
+        assert client.wait_closed() == b""
+        assert seen == [b"first"]
+    finally:
+        servers.close()
+
+
 # -- under gunicorn (mcpsync serve --processes): the app itself reads no body before its token ------
 
 @contextlib.contextmanager
