@@ -69,6 +69,6 @@ def test_a_completion_ref_nested_a_thousand_deep_is_invalid_params_not_an_intern
     assert not caplog.records, "no RecursionError traceback in the log"
 
 
-def test_a_huge_unknown_prompt_name_is_answered_without_a_deep_value_in_it(h: EngineHarness) -> None:
+def test_an_unknown_prompt_that_is_a_string_is_still_named(h: EngineHarness) -> None:
     error = h.fails(h.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "x"}}), ErrorCode.INVALID_PARAMS)
     assert error.message == "Unknown prompt: nope"
