@@ -76,7 +76,7 @@ def group_gone(pgid: int, deadline: float, reap: Callable[[], object] = lambda: 
             return True
         except PermissionError:
             return False
-        if delay >= 0.008 and _only_zombies(pgid):  # after the first few looks: scanning /proc costs more
+        if delay >= POLL_MAX and _only_zombies(pgid):  # once it takes a while: a scan of /proc costs more than a look
             return True
         remaining = deadline - time.monotonic()
         if remaining <= 0:

@@ -164,8 +164,8 @@ class StdioConnection:
     def close(self, timeout: float | None = None) -> None:
         """Close stdin (after what waits to be written), give the child `timeout` seconds (default
         `close_grace`) to exit by itself, then SIGTERM its process group, SIGKILL what is left
-        after `term_grace`, and join the reader. Returns within `timeout + term_grace + KILL_WAIT`
-        (and a reader's join). Idempotent."""
+        after `term_grace`, and join the reader. Returns within about `timeout + term_grace +
+        KILL_WAIT` (a child that stopped reading its input costs up to `timeout` more). Idempotent."""
         grace = self._close_grace if timeout is None else timeout
         deadline = time.monotonic() + grace
         with self._state_lock:
