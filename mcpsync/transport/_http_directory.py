@@ -34,10 +34,13 @@ logs of its streams again (one that was full when a change came). `close()` stop
 Failures: a store that cannot be reached raises `StoreUnavailable` from `create`, `find` and
 `delete`, which the transport answers 503 with `Retry-After`, and a write through a session's
 `SharedSession` is undone and answered the same way (`SessionStoreDown`). A change that cannot be
-appended is logged (once per outage) and lost for the sessions' GET streams: when the outage was
-Redis's, the bus's reconnect tells every local listener that every list changed (its level
-trigger); a store that failed while the bus stayed up triggers nothing, and the change is missed
-(the 2026-07-28 listens, fed by the bus, still get it).
+appended is logged (once per outage) and owed: the replica that made it keeps it (up to
+`MAX_OWED` changes, else one resync of every list), its keeper appends it to the logs of the sessions
+it concerns once the store answers again (trying every `OWED_RETRY` seconds), and tells every replica
+on the bus (`EVENTS_CHANNEL`) to read its streams' logs. So a change made while the store was frozen
+or away, with the bus none the wiser, still reaches the handshake-era GET streams on every replica,
+late (the 2026-07-28 listens, fed by the bus, got it at once). An outage of Redis itself also makes
+the bus's reconnect tell every local listener that every list changed (its level trigger).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from ..protocol.jsonrpc import ErrorCode, McpError, Response
 from ..protocol.versions import Era
 from ._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
 from ._http_stream import Event, Final
-from .subscriptions import LOCAL, RESYNC, uri_covers
+from .subscriptions import LOCAL, REMOTE, RESYNC, uri_covers
 
 log = logging.getLogger("mcpsync")
 
@@ -72,6 +75,14 @@ CANCEL_CHANNEL = "session_cancel"
 """The bus channel of a client's cancellations: session id, a newline, the request id as JSON."""
 CHANGED_CHANNEL = "session_changed"
 """The bus channel of sessions whose record a replica changed: the session id, ASCII."""
+EVENTS_CHANNEL = "session_events"
+"""The bus channel of "events were appended late": each replica reads its streams' logs (empty payload)."""
+OWED_RETRY = 1.0
+"""Seconds between a keeper's tries to append the changes the store could not take."""
+MAX_OWED = 256
+"""Changes a replica keeps for a store that is away; past it they are one resync of every list."""
+RESYNC_FRAMES = tuple(jsonrpc.encode(jsonrpc.notification_frame(f"notifications/{kind}/list_changed")) for kind in ("prompts", "resources", "tools"))
+"""What the sessions are told when more was owed than kept: every list may have changed."""
 RECHECK = 5.0
 """Seconds a shared session's copy is served without loading its record (at most a tenth of the
 session timeout): how late an expiry elsewhere may be seen, and how often the expiry is pushed out."""
@@ -238,6 +249,11 @@ class SharedDirectory:
         self._notices: collections.OrderedDict[str, tuple[float, bool]] = collections.OrderedDict()
         self._notices_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # the keeper's: a stop, or a change owed
+        # Changes the store could not take, in order: frame -> the URI it concerns (None: every
+        # initialized session), appended by the keeper once the store answers (module docstring).
+        self._owed: collections.OrderedDict[bytes, str | None] = collections.OrderedDict()
+        self._owed_lock = threading.Lock()
         self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
         # A busy session (a request in flight, a GET stream) is loaded by its replica's keeper every
         # keep_interval, and one in use by its requests at least every recheck: one not loaded for
@@ -247,6 +263,7 @@ class SharedDirectory:
         bus.subscribe(ANSWER_CHANNEL, self._remote_answer)
         bus.subscribe(CANCEL_CHANNEL, self._remote_cancel)
         bus.subscribe(CHANGED_CHANNEL, self._remote_changed)
+        bus.subscribe(EVENTS_CHANNEL, self._remote_events)
         bus.on_reconnect(self._uncheck_all)
         self._keeper = threading.Thread(target=self._keep, name=KEEPER_THREAD, daemon=True)
         self._keeper.start()
@@ -330,7 +347,9 @@ class SharedDirectory:
 
     def deliver(self, frames: list[bytes], uri: str | None, origin: str) -> None:
         """A change made here goes into the log of every session it concerns, on every replica; a
-        resync into the logs of the streams held here; then the streams held here read their logs."""
+        resync into the logs of the streams held here; then the streams held here read their logs.
+        A change the store cannot take now is owed (the module docstring)."""
+        appended = 0
         try:
             if origin == LOCAL:
                 audience = [sid for sid, subscribed in self._store.session_subscriptions().items() if uri is None or _wants(subscribed, uri)]
@@ -341,12 +360,45 @@ class SharedDirectory:
             if audience:
                 for frame in frames:
                     self._store.append_events(dict.fromkeys(audience, frame))
+                    appended += 1
             self._outage = False
         except StoreUnavailable as exc:
             if not self._outage:
-                log.warning("the session store is unreachable: a change was not delivered to handshake-era sessions (%s)", exc)
+                log.warning("the session store is unreachable: a change waits to be delivered to handshake-era sessions (%s)", exc)
             self._outage = True
+            if origin != REMOTE:  # another replica's change is owed by that replica
+                self._owe(frames[appended:], uri)
             return  # reading each stream's log would wait on it again, once per stream
+        self._feed_streams()
+
+    def _owe(self, frames: list[bytes], uri: str | None) -> None:
+        with self._owed_lock:
+            for frame in frames:
+                self._owed.pop(frame, None)
+                self._owed[frame] = uri
+            if len(self._owed) > MAX_OWED:  # too much to keep: every list may have changed
+                self._owed = collections.OrderedDict(dict.fromkeys(RESYNC_FRAMES))
+        self._wake.set()
+
+    def _settle_owed(self) -> None:
+        """The keeper's: append what was owed, oldest first, to whom it concerns now; then every
+        replica reads its streams' logs. What the store still cannot take stays owed."""
+        with self._owed_lock:
+            owed = list(self._owed.items())
+        try:
+            subscriptions = self._store.session_subscriptions()
+            for frame, uri in owed:
+                audience = [sid for sid, subscribed in subscriptions.items() if uri is None or _wants(subscribed, uri)]
+                if audience:
+                    self._store.append_events(dict.fromkeys(audience, frame))
+                with self._owed_lock:
+                    if frame in self._owed and self._owed[frame] == uri:  # not owed anew meanwhile
+                        del self._owed[frame]
+        except StoreUnavailable:
+            return
+        self._outage = False
+        log.info("the session store answers again: %d change(s) that waited were delivered", len(owed))
+        self._bus.publish(EVENTS_CHANNEL, b"")
         self._feed_streams()
 
     def open_stream(self, owner: HttpSession, last_event_id: str | None) -> str:
@@ -373,6 +425,7 @@ class SharedDirectory:
     def close(self) -> None:
         """Stop the keeper and end this process's copies (the sessions live on in the store)."""
         self._stop.set()
+        self._wake.set()
         if threading.current_thread() is not self._keeper:
             self._keeper.join(5.0)
         self.table.drain()
@@ -401,25 +454,43 @@ class SharedDirectory:
 
     # -- the keeper ------------------------------------------------------------------------------
     def _keep(self) -> None:
-        while not self._stop.wait(self._keep_interval):
-            for owner in self.table.snapshot():
-                if owner.idle_since() is not None:
-                    continue
-                try:
-                    alive = self._store.load_session(owner.id, ttl=self._ttl) is not None
-                except StoreUnavailable:
-                    break  # the next round tries again; requests meanwhile get 503
-                if not alive:
-                    log.info("session %s ended elsewhere (deleted or expired)", owner.id[:8])
-                    self.table.remove(owner.id)
-                elif owner.streaming:
-                    self._feed(owner)
+        next_round = self._clock() + self._keep_interval
+        while True:
+            self._wake.wait(OWED_RETRY if self._owed else max(0.0, next_round - self._clock()))
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            if self._owed:
+                self._settle_owed()
+            if self._clock() >= next_round:
+                next_round = self._clock() + self._keep_interval
+                self._keep_round()
+
+    def _keep_round(self) -> None:
+        """Push out the expiry of this process's busy sessions, end the copies of sessions gone
+        elsewhere, and refill the streams held here."""
+        for owner in self.table.snapshot():
+            if owner.idle_since() is not None:
+                continue
+            try:
+                alive = self._store.load_session(owner.id, ttl=self._ttl) is not None
+            except StoreUnavailable:
+                break  # the next round tries again; requests meanwhile get 503
+            if not alive:
+                log.info("session %s ended elsewhere (deleted or expired)", owner.id[:8])
+                self.table.remove(owner.id)
+            elif owner.streaming:
+                self._feed(owner)
 
     # -- what the bus brings (on its thread: quick, never raising) -------------------------------
     def _remote_ended(self, channel: str, payload: bytes) -> None:
         session_id = payload.decode("ascii", "replace")
         self._notice(session_id, ended=True)
         self.table.remove(session_id)
+
+    def _remote_events(self, channel: str, payload: bytes) -> None:
+        """Another replica appended what the store could not take earlier: read the logs now."""
+        self._feed_streams()
 
     def _remote_changed(self, channel: str, payload: bytes) -> None:
         session_id = payload.decode("ascii", "replace")
