@@ -17,6 +17,7 @@ failing test leaves behind is killed before it returns.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -137,6 +138,15 @@ UPSTREAMS: dict[str, Callable[[str, Path], tuple[str, str]]] = {
 }
 
 
+SHAPE_OF = {  # what each upstream runs as (patterns matched at the start of a command line), one process each
+    "node": (r"node \S+/server-everything/dist/index\.js stdio$",),
+    "sh -c wrapper": (r"sh -c node ", r"node \S+/server-everything/dist/index\.js stdio$"),
+    "npm exec": (r"npm exec mcp-server-everything stdio$", r"sh -c 'mcp-server-everything' stdio$", r"node \S+/\.bin/mcp-server-everything stdio$"),
+    "lingering": (r"\S+ \S+/lingering_upstream\.py ", r"\S+ -c import signal, time"),
+}
+GATEWAY_AND_WATCHDOG = (r"\S+ -m mcpsync serve --upstream ", r"\S+ -I -S \S+/mcpsync/_process_groups\.py watchdog ")
+
+
 def gateway_argv(upstream: str) -> list[str]:
     return [sys.executable, "-m", "mcpsync", "serve", "--upstream", upstream]
 
@@ -166,8 +176,9 @@ def test_closing_a_client_of_a_gateway_leaves_no_process_of_its_tree(
     client = open_gateway(upstream, tool)
     try:
         survivors |= tree(gateway_pid(client))
-        layers = {"node": 2, "sh -c wrapper": 3, "npm exec": 4, "lingering": 3}[shape]  # the gateway and its upstream's
-        assert len(survivors) >= layers, [command_line(pid) for pid, _ in survivors]
+        commands = sorted(command_line(pid) for pid, _ in survivors)
+        for pattern in (*GATEWAY_AND_WATCHDOG, *SHAPE_OF[shape]):
+            assert sum(bool(re.match(pattern, command)) for command in commands) == 1, f"{pattern!r} in {commands}"
     finally:
         client.close()
     assert_all_gone(survivors)
