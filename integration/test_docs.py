@@ -361,6 +361,7 @@ class Step:
     show_exit: bool = False
     stdin: str | None = None
     argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # a command's own `NAME=value` prefixes
 
 
 def _parse_session(text: str) -> list[tuple[str, list[str]]]:
@@ -384,6 +385,10 @@ def _parse_session(text: str) -> list[tuple[str, list[str]]]:
     return steps
 
 
+ENV_ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=.*")
+"""A shell's `NAME=value` before a command: that command's environment."""
+
+
 def _parse_command(command: str, expected: list[str]) -> Step:
     step = Step(command, expected)
     if command.endswith(" &"):
@@ -403,6 +408,9 @@ def _parse_command(command: str, expected: list[str]) -> Step:
         else:
             raise AssertionError(f"only echo and printf '%s\\n' may feed a command: {command}")
     assert "|" not in tokens, f"one pipe at most: {command}"
+    while tokens and ENV_ASSIGNMENT.fullmatch(tokens[0]):
+        name, _, value = tokens.pop(0).partition("=")
+        step.env[name] = value
     step.argv = _program(tokens[0]) + tokens[1:]
     return step
 
@@ -492,10 +500,10 @@ def test_the_example_prints_what_the_page_shows(name: str, workdir: Workdir) -> 
         for command, shown in _parse_session((EXAMPLES / name).read_text()):
             step = _parse_command(workdir.localise(command), shown)
             if step.background:
-                running.append(Background(step, cwd, env))
+                running.append(Background(step, cwd, env | step.env))
                 running[-1].wait_for(step.expected, cwd)
                 continue
-            returncode, output = _run(step.argv, cwd, env, step.stdin, f"`{step.command}`")
+            returncode, output = _run(step.argv, cwd, env | step.env, step.stdin, f"`{step.command}`")
             if step.show_exit:
                 output = output + ("" if output.endswith("\n") or not output else "\n") + f"exit {returncode}\n"
             expected, actual = _normalise("\n".join(step.expected), cwd), _normalise(output, cwd)
