@@ -20,9 +20,14 @@ An orderly gateway has released them all by then, so its watchdog just exits.
 
 This is POSIX (Linux and macOS alike): process groups, `killpg`, and a pipe's end of file when
 its last writer dies. What it cannot reach: a process that moved itself to a session or group of
-its own (a daemonizing server), a group started in the instant between the gateway starting it
-and telling the watchdog (the gateway must die in exactly that instant), and a watchdog itself
-killed with SIGKILL before its gateway.
+its own (a daemonizing server); a group started in the instant between the gateway starting it
+and telling the watchdog (microseconds: the watchdog itself is started before the child); and
+anything, once the watchdog itself was killed with SIGKILL before its gateway.
+
+Linux's PR_SET_PDEATHSIG is not used: it reaches only the direct child (`npm exec`, not the `sh`
+and `node` it starts: fork clears it), it fires when the *thread* that started the child ends
+(the supervisor thread that restarts an upstream), not the process, and setting it needs a
+`preexec_fn`, which is unsafe in a process with threads.
 """
 
 from __future__ import annotations
@@ -136,6 +141,13 @@ class Watchdog:
         self._process: subprocess.Popen[bytes] | None = None
         self._failed = False  # it could not be started or it died: say so once, then do without
         self._closed = False
+
+    def start(self) -> None:
+        """Start the watchdog now (idempotent), before the first group it must watch is started:
+        a caller killed after starting a group and before telling the watchdog leaves it running."""
+        with self._lock:
+            if not (self._closed or self._failed or self._process):
+                self._start()
 
     def watch(self, pgid: int) -> None:
         """The caller runs process group `pgid`: stop it if the caller dies before `release`."""

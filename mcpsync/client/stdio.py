@@ -96,6 +96,8 @@ class StdioConnection:
         with self._state_lock:
             if self._closed:
                 raise ConnectionLost("the connection is closed")
+            if self._watchdog is not None:
+                self._watchdog.start()  # first: from the spawn on, its group must be known to it
             self._process = process = self._spawn()
             if self._watchdog is not None:
                 self._watchdog.watch(process.pid)
