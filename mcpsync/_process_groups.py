@@ -130,8 +130,8 @@ def stop_groups(pgids: Iterable[int], term_grace: float, kill_wait: float, reap:
 
 
 class Watchdog:
-    """The parent's side of the watchdog (see the module docstring). Started at the first `watch`;
-    `close()` ends it. Thread-safe; never blocks the caller on the watchdog: a message the pipe
+    """The parent's side of the watchdog (see the module docstring). Started by `start()` (or the
+    first `watch`); `close()` ends it. Thread-safe; never blocks the caller on the watchdog: a message the pipe
     cannot take at once is dropped with a warning."""
 
     def __init__(self, term_grace: float = WATCHDOG_TERM_GRACE, kill_wait: float = WATCHDOG_KILL_WAIT) -> None:
@@ -146,7 +146,7 @@ class Watchdog:
         """Start the watchdog now (idempotent), before the first group it must watch is started:
         a caller killed after starting a group and before telling the watchdog leaves it running."""
         with self._lock:
-            if not (self._closed or self._failed or self._process):
+            if not (self._closed or self._failed or self._process is not None):
                 self._start()
 
     def watch(self, pgid: int) -> None:
@@ -166,7 +166,7 @@ class Watchdog:
                 return
             try:
                 os.write(process.stdin.fileno(), line)  # under PIPE_BUF: all of it or nothing
-            except (BlockingIOError, BrokenPipeError, OSError) as exc:
+            except OSError as exc:  # full (it stopped reading) or broken (it died)
                 self._failed = True
                 log.warning("the watchdog of this process's child groups stopped listening (%s); "
                             "if this process is killed, its upstreams are left to exit by themselves", exc)
