@@ -35,11 +35,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess  # imported where a watchdog is started: a server with no upstream needs none
 
 log = logging.getLogger("mcpsync")
 
@@ -172,6 +175,8 @@ class Watchdog:
                             "if this process is killed, its upstreams are left to exit by themselves", exc)
 
     def _start(self) -> subprocess.Popen[bytes] | None:
+        import subprocess
+
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", __file__, WATCHDOG_ARG, repr(self._term_grace), repr(self._kill_wait)],
@@ -199,6 +204,8 @@ class Watchdog:
             return
         if process.stdin is not None:
             process.stdin.close()
+        import subprocess
+
         try:
             process.wait(WATCHDOG_EXIT_WAIT)
         except subprocess.TimeoutExpired:
