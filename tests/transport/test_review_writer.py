@@ -1,0 +1,156 @@
+"""Review of the stdio writer (issue 30): a real `mcpsync serve` child over pipes, played by a client
+that stops reading. Each test is a strict xfail that fails on today's main; its docstring says what
+the user sees.
+
+Every wait is a read on a pipe with a deadline, or a wait for the process with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .._timeouts import LONG
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHUTDOWN_TIMEOUT = 1.0
+MARGIN = 8.0  # the exit of a Python process on a busy machine, on top of the server's own deadline
+HUGE = 9_500_000  # one answer larger than the writer's 8 MiB queue: what follows it must wait for room
+
+APP = f"""
+from mcpsync import Server, Service
+
+service = Service("review")
+
+
+@service.tool
+def bulk(size: int) -> str:
+    \"\"\"A text of `size` bytes.\"\"\"
+    return "x" * size
+
+
+server = Server("review", services=[service], shutdown_timeout={SHUTDOWN_TIMEOUT})
+"""
+
+
+class Child:
+    """`mcpsync serve APP` with pipes; stdout is read only as the test says."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        app = tmp_path / "review_app.py"
+        app.write_text(APP)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        self.stderr = (tmp_path / "stderr.txt").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mcpsync", "serve", str(app), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=tmp_path,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.out = self.proc.stdout.fileno()
+        self.buffer = b""
+        self.log_path = tmp_path / "stderr.txt"
+
+    def send(self, *messages: dict[str, Any] | bytes) -> None:
+        assert self.proc.stdin is not None
+        for message in messages:
+            self.proc.stdin.write(message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def read_at_least(self, size: int) -> bytes:
+        """At least `size` bytes of stdout (a little more at most: reads of `size` at a time)."""
+        deadline = time.monotonic() + LONG
+        while len(self.buffer) < size:
+            ready, _, _ = select.select([self.out], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no output within {LONG} s; stderr:\n{self.log()}"
+            chunk = os.read(self.out, size - len(self.buffer))
+            assert chunk, f"stdout ended; stderr:\n{self.log()}"
+            self.buffer += chunk
+        return self.buffer
+
+    def read_line(self) -> dict[str, Any]:
+        while b"\n" not in self.buffer:
+            self.read_at_least(len(self.buffer) + 1)
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(LONG)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        self.stderr.close()
+
+
+@pytest.fixture
+def child(tmp_path: Path) -> Iterator[Child]:
+    made = Child(tmp_path, "--write-timeout", "600")
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "review", "version": "1"}}}
+
+
+def _fill_the_queue(child: Child) -> None:
+    """Initialize (read), then one answer of 9.5 MB that the client does not read: 64 KiB of it
+    go into the pipe, the rest waits in the writer's queue, over its 8 MiB bound, so any further
+    frame must wait for room. Reading the answer's first bytes proves it was handed over (the
+    rest is queued in the same step); the few bytes read leave the queue over its bound."""
+    child.send(INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert child.read_line()["id"] == 1
+    child.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bulk", "arguments": {"size": HUGE}}})
+    assert child.read_at_least(64).startswith(b'{"jsonrpc":"2.0","id":2'), child.buffer[:100]
+
+
+@pytest.mark.xfail(strict=True, reason="review: the stdio reader writes its own answers under the output lock and waits for room, so it never reads the end of input")
+def test_end_of_input_ends_the_server_even_after_a_frame_the_reader_must_answer(child: Child) -> None:
+    """A client stops reading while the server has more than 8 MiB of output for it (one large
+    tool result), sends one more line that the reader thread answers itself (a malformed line: its
+    parse error), and closes its end of stdin, as a host that gives up does. The docs
+    (dev/threading.rst, "Writer"): a client that stops reading cannot keep `mcpsync serve` from
+    exiting at the end of its input. Today the reader waits for room in the queue to hand over
+    the parse error (`StdioServer._dispatch` -> `_send` -> `Output.write`, which waits while the
+    queue is over its bound) and never reads the end of input, so the server runs on until
+    `--write-timeout` (600 s here, 60 s by default) instead of exiting within `shutdown_timeout`.
+
+    The same holds for every step the reader takes under the output lock: a duplicate id's error,
+    and `_cancel` (it takes the lock), which waits while a worker whose answer is waiting for room
+    holds the lock: a client that cancels its slow requests and then closes its input (what an
+    SDK client does on a request timeout) keeps the server running for `--write-timeout`.
+
+    Fix: the reader never waits on the client: its own frames go in without waiting for room
+    (they are bounded by what it reads), and it takes the output lock only where no producer can
+    hold it while waiting (or a producer waits for room without holding the lock)."""
+    _fill_the_queue(child)
+    child.send(b"this is not json\n")
+    assert child.proc.stdin is not None
+    child.proc.stdin.close()
+    started = time.monotonic()
+    try:
+        child.proc.wait(timeout=SHUTDOWN_TIMEOUT + MARGIN)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"mcpsync serve still running {time.monotonic() - started:.1f} s after the end of its input; stderr:\n{child.log()}") from None
