@@ -47,9 +47,9 @@ server = Server("review", services=[service], shutdown_timeout={SHUTDOWN_TIMEOUT
 class Child:
     """`mcpsync serve APP` with pipes; stdout is read only as the test says."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, app_text: str = APP) -> None:
         app = tmp_path / "review_app.py"
-        app.write_text(APP)
+        app.write_text(app_text)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         self.stderr = (tmp_path / "stderr.txt").open("wb")
@@ -154,3 +154,57 @@ def test_end_of_input_ends_the_server_even_after_a_frame_the_reader_must_answer(
         child.proc.wait(timeout=SHUTDOWN_TIMEOUT + MARGIN)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"mcpsync serve still running {time.monotonic() - started:.1f} s after the end of its input; stderr:\n{child.log()}") from None
+
+
+FLOOD_APP = f"""
+import atexit, resource, sys
+
+from mcpsync import Context, Server, Service
+
+service = Service("review")
+
+
+@service.tool
+def flood(ctx: Context, count: int, size: int) -> str:
+    \"\"\"Report `count` progress steps, each with a message of `size` bytes.\"\"\"
+    for step in range(1, count + 1):
+        ctx.progress(step, count, "p" * size)
+    return "flooded"
+
+
+atexit.register(lambda: print("MAXRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr, flush=True))
+server = Server("review", services=[service], shutdown_timeout={SHUTDOWN_TIMEOUT}, drain_timeout=3.0)
+"""
+FLOOD_STEPS, FLOOD_STEP_BYTES = 200, 1_000_000
+
+
+@pytest.mark.xfail(strict=True, reason="review: after end of input (and during a shutdown) the writer's queue has no bound: a tool's output piles up in memory")
+def test_output_a_client_never_reads_is_bounded_after_the_end_of_input(tmp_path: Path) -> None:
+    """A client calls a tool that reports progress with large messages (200 steps of 1 MB), reads
+    none of it, and closes its input. The docs (dev/threading.rst, "Writer"): what the pipe cannot
+    take waits in a queue of at most 8 MiB. But end of input (and SIGTERM) calls
+    `Output.stop_waiting()` first thing (`StdioServer._close`), which lifts the bound for
+    everything from then on, not only the shutdown's own answers: for the whole drain
+    (`drain_timeout`, 30 s by default) a running tool's notifications queue without limit, and the
+    server's memory grows with whatever the tool writes (here about 200 MB; the process's peak RSS
+    is what the test reads, as the server reports it at exit). A client that floods a server this
+    way needs only a chatty tool.
+
+    Fix: only the frames the shutdown itself writes (the `complete` results, the -32603 answers,
+    the answers of requests already finished) may pass the bound; a running request's
+    notifications after `stop_waiting` are dropped (or wait, within the drain's deadline)."""
+    child = Child(tmp_path, "--write-timeout", "600", app_text=FLOOD_APP)
+    try:
+        child.send(INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert child.read_line()["id"] == 1
+        child.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "flood", "arguments": {"count": FLOOD_STEPS, "size": FLOOD_STEP_BYTES}, "_meta": {"progressToken": "p"}}})
+        assert child.proc.stdin is not None
+        child.proc.stdin.close()  # and never read again
+        child.proc.wait(timeout=LONG)
+        said = [line for line in child.log_path.read_text(errors="replace").splitlines() if line.startswith("MAXRSS ")]
+        assert said, child.log()
+        peak_mb = int(said[-1].split()[1]) / 1024
+        assert peak_mb < 120, f"the server's peak RSS was {peak_mb:.0f} MB while its client read nothing"
+    finally:
+        child.close()
