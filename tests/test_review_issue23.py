@@ -12,9 +12,13 @@ import time
 
 import pytest
 
+from mcpsync import Server, Service
+from mcpsync.auth import Auth
 from mcpsync.auth.resource import METADATA_PATH
-from tests.auth.test_attack_bodies import GOOD, Endpoint, initialize
-from tests.transport.raw_http import request
+from mcpsync.auth.static import StaticTokens
+from tests._timeouts import LONG
+from tests.auth.test_attack_bodies import GOOD, SCOPE, Endpoint, initialize
+from tests.transport.raw_http import Servers, request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -97,15 +101,6 @@ def test_a_body_pipelined_behind_an_open_stream_gives_its_share_back_at_its_dead
     Fix: while a stream is open, do not parse (or at least do not budget) what is pipelined
     behind it: leave it in the socket until the stream ends (reading only to notice the close),
     or apply the body deadline to a pipelined request in `_step_stream` too."""
-    from mcpsync import Server, Service
-    from mcpsync.auth import Auth
-    from mcpsync.auth.static import StaticTokens
-
-    from tests.auth.test_attack_bodies import SCOPE
-    from tests.transport.raw_http import Servers
-
-    from ._timeouts import LONG
-
     server = Server("bodies", services=[Service("bodies")], auth=Auth(StaticTokens({GOOD: [SCOPE]}), required_scopes=[SCOPE]))
     app = server.wsgi_app()
     servers = Servers()

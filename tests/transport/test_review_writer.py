@@ -126,7 +126,7 @@ def _fill_the_queue(child: Child) -> None:
     assert child.read_at_least(64).startswith(b'{"jsonrpc":"2.0","id":2'), child.buffer[:100]
 
 
-@pytest.mark.xfail(strict=True, reason="review: the stdio reader writes its own answers under the output lock and waits for room, so it never reads the end of input")
+@pytest.mark.xfail(strict=True, reason="review: the stdio reader waits for room to hand over its own answers, so it never reads the end of input")
 def test_end_of_input_ends_the_server_even_after_a_frame_the_reader_must_answer(child: Child) -> None:
     """A client stops reading while the server has more than 8 MiB of output for it (one large
     tool result), sends one more line that the reader thread answers itself (a malformed line: its
