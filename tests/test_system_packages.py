@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "system-packages"
-PRESENT = ("node", "npm", "curl", "redis-server", "nginx")
+PRESENT = ("node", "npm", "curl", "redis-server", "nginx", "wrk")
 
 
 def _machine(tmp_path: Path, *, uid: int, apt: bool = True) -> tuple[dict[str, str], Path]:
@@ -78,3 +78,15 @@ def test_nothing_missing_is_silent_and_asks_no_network(tmp_path: Path) -> None:
     done = _run(env)
     assert (done.returncode, done.stderr) == (0, "")
     assert not log.exists()
+
+
+def test_a_machine_without_wrk_gets_it_from_debian(tmp_path: Path) -> None:
+    env, log = _machine(tmp_path, uid=0)
+    bin_dir = Path(env["PATH"])
+    _script(bin_dir / "chromium", "exit 0")
+    (bin_dir / "wrk").unlink()
+    done = _run(env)
+    assert done.returncode == 0, done.stderr
+    asked = log.read_text().splitlines()
+    assert asked[0] == "update -qq"
+    assert asked[1].split()[-1] == "wrk", asked
