@@ -64,7 +64,11 @@ class graceful_signals:
 
     The kernel may deliver a signal to any thread; Python then runs the handler on the main thread
     only once that thread runs again. So the transport's wake-up pipe is also the signal wake-up fd:
-    the signal itself wakes the reader from `poll()`, and the handler runs right after.
+    the signal itself wakes the reader from `poll()`, and the handler runs right after. The
+    wake-up fd is a duplicate this holds, with one of the pipe's read end, until the previous one
+    is back: the transport closes its pipe when it stops, which is before this exits, and a signal in
+    between must find a pipe to write into (else Python prints "Exception ignored when trying to write
+    to the signal wakeup fd").
     """
 
     def __init__(self, transport: Any, on_signal: Callable[[], None] = lambda: None) -> None:
@@ -72,11 +76,13 @@ class graceful_signals:
         self._on_signal = on_signal
         self._previous: dict[int, Any] = {}
         self._previous_wakeup: int | None = None
+        self._wakeup: tuple[int, int] | None = None  # ours: the transport closes its own when it stops
 
     def __enter__(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        self._previous_wakeup = signal.set_wakeup_fd(self._transport.signal_wakeup_fd, warn_on_full_buffer=False)
+        self._wakeup = self._transport.signal_wakeup()
+        self._previous_wakeup = signal.set_wakeup_fd(self._wakeup[0], warn_on_full_buffer=False)
         for signum in (signal.SIGTERM, signal.SIGINT):
             self._previous[signum] = signal.signal(signum, self._handle)
 
@@ -90,3 +96,7 @@ class graceful_signals:
             signal.signal(signum, handler)
         if self._previous_wakeup is not None:
             signal.set_wakeup_fd(self._previous_wakeup)
+        if self._wakeup is not None:
+            for fd in self._wakeup:
+                os.close(fd)
+            self._wakeup = None

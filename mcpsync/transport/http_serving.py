@@ -75,10 +75,15 @@ class HttpServing:
                 self._thread.start()
         return self
 
-    @property
-    def signal_wakeup_fd(self) -> int:
-        """For `signal.set_wakeup_fd`: a signal delivered to any thread wakes `serve()`."""
-        return self._wake_w
+    def signal_wakeup(self) -> tuple[int, int]:
+        """For `signal.set_wakeup_fd`: duplicates of the wake-up pipe's write end (a signal delivered
+        to any thread wakes `serve()`) and of its read end (which keeps the pipe open). The caller
+        owns both and closes them once it has put the previous wake-up fd back, so a late signal never
+        writes to a closed fd."""
+        with self._lock:
+            if self._wake_closed:
+                raise RuntimeError("this server has stopped")
+            return os.dup(self._wake_w), os.dup(self._wake_r)
 
     def _serve(self) -> None:
         try:

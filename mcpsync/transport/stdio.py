@@ -120,10 +120,15 @@ class StdioServer:
         and the refusals are those of a tool's ask (`Exchange.ask`), save the request's own."""
         return self._asks.ask(None, method, params)
 
-    @property
-    def signal_wakeup_fd(self) -> int:
-        """A non-blocking fd whose writes wake the reader (for `signal.set_wakeup_fd`)."""
-        return self._wake_w
+    def signal_wakeup(self) -> tuple[int, int]:
+        """For `signal.set_wakeup_fd`: duplicates of the wake-up pipe's write end (its writes wake
+        the reader, whichever thread the signal lands on) and of its read end (which keeps the pipe
+        open). The caller owns both and closes them once it has put the previous wake-up fd back, so a
+        signal that arrives after serving ended writes into a pipe still there, never a closed fd."""
+        with self._state_lock:
+            if self._wake_closed:
+                raise RuntimeError("this StdioServer has stopped")
+            return os.dup(self._wake_w), os.dup(self._wake_r)
 
     # -- running ---------------------------------------------------------------------------------
     def start(self) -> None:
