@@ -224,7 +224,7 @@ class Output:
                 return
             for fd, _ in poller.poll(wait * 1000):
                 if fd == self._wake_r:
-                    _drain(self._wake_r)
+                    drain_pipe(self._wake_r)
 
     def _head(self) -> memoryview | bytes:
         """Under `_state`: what to write next, the head frame joined with those behind it up to _CHUNK."""
@@ -281,7 +281,8 @@ class Output:
         self._on_broken()
 
 
-def _drain(fd: int) -> None:
+def drain_pipe(fd: int) -> None:
+    """Read a non-blocking wake-up pipe empty (its bytes only ever mean "look again")."""
     try:
         while os.read(fd, 4096):
             pass

@@ -49,7 +49,7 @@ from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notificati
 from ..protocol.versions import META_SUBSCRIPTION_ID, Era
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._output import DEFAULT_WRITE_TIMEOUT as DEFAULT_WRITE_TIMEOUT  # re-exported: the default of Server and serve
-from ._output import Output
+from ._output import Output, drain_pipe
 from ._stdio_exchange import Asks, Exchange
 from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
@@ -224,11 +224,11 @@ class StdioServer:
             if self._stop_requested.is_set():
                 return True
             if self._wake_r in ready:  # a signal (its handler has run by now) or a late wake-up
-                _drain(self._wake_r)
+                drain_pipe(self._wake_r)
                 if self._stop_requested.is_set():
                     return True
             if self._done_r in ready:
-                _drain(self._done_r)
+                drain_pipe(self._done_r)
             if self._blocking is not None and self._blocking.done():
                 self._blocking = None
             if self._read_fd in ready:
@@ -481,11 +481,3 @@ class StdioServer:
             except Exception:
                 log.exception("stdio on_stopped callback failed")
         self._stopped.set()
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
