@@ -9,17 +9,24 @@ tagged ones). Handing a frame over never makes its caller wait on the client for
 
 - With nothing waiting, the frame is written at once by the caller, in one non-blocking `os.write`
   (the usual case: one system call, no other thread).
-- What the pipe does not take waits in a queue bounded in bytes (`max_queued`), in order, for the
-  writer thread (`mcpsync-stdio-writer`, started the first time a frame must wait), which owns
-  every wait for room in the pipe. A caller whose frame does not fit waits for room while the
-  client reads, however slowly; everything is delivered, once, in order.
+- What the pipe does not take waits in a queue, in order, for the writer thread
+  (`mcpsync-stdio-writer`, started the first time a frame must wait), which owns every wait for
+  room in the pipe. Handing a frame over never waits, so the output lock is never held while the
+  client is waited for (the reader can always cancel, and always see the end of its input).
+  The queue's bound in bytes (`max_queued`) is kept by the threads that make the bulk of the
+  output, tools' answers and notifications, which wait for room (`wait_for_room`) before they take
+  the lock, while the client reads, however slowly; everything is delivered, once, in order. What
+  the reader writes itself (a parse error, a refusal) is bounded by what it reads, and it stops
+  reading while the queue is far past its bound (`backlogged`).
 - A client that has read nothing for `write_timeout` seconds while frames waited is treated as
   gone: the output breaks (logged once), later frames are dropped, and the owner is told once
   (`on_broken`), as when the client closes its end.
-- Shutting down: `stop_waiting()` (safe from a signal handler) lets every frame in without waiting
-  for room, since the `complete` results and the shutdown answers must be queued whatever the
-  client does; `finish(timeout)` then gives the writer that long to deliver the queue, stops it and
-  joins it. No thread waits on the client past that.
+- Shutting down, and at the end of input: `stop_waiting()` (safe from a signal handler) ends every
+  wait for room at once: an answer then goes in past the bound (one per request, and the `complete`
+  results and shutdown answers must be queued whatever the client does), and a notification that
+  finds no room is dropped (`wait_for_room` says so), so the queue stays bounded while running
+  tools finish; `finish(timeout)` then gives the writer that long to deliver the queue, stops it
+  and joins it. No thread waits on the client past that.
 
 Only a pipe or a socket can be written without blocking, so only they get these deadlines; a
 terminal or a file is written directly, as it takes what it is given. The descriptor is made
@@ -42,8 +49,10 @@ log = logging.getLogger("mcpsync")
 DEFAULT_WRITE_TIMEOUT = 60.0
 """Seconds a client may leave its output unread, while frames wait, before it is treated as gone."""
 DEFAULT_MAX_QUEUED = 8 * 1024 * 1024
-"""Bytes that may wait for the client before a caller waits for room (a larger frame still goes
-in alone, after the queue empties)."""
+"""Bytes that may wait for the client before a tool's answer or notification waits for room (a
+larger frame still goes in alone, once the queue is empty)."""
+READER_ALLOWANCE = 1024 * 1024
+"""Bytes past `max_queued` at which the reader stops reading its input until the client reads."""
 WRITER_THREAD = "mcpsync-stdio-writer"
 _CHUNK = 1 << 16  # bytes the writer joins into one write, from frames queued behind each other
 _IDLE_WAIT = 5.0  # seconds an idle writer or a caller waiting for room sleeps before looking again
@@ -53,12 +62,13 @@ class Output:
     """The wire's write side; see the module docstring."""
 
     def __init__(self, fd: int, on_broken: Callable[[], None], *, write_timeout: float = DEFAULT_WRITE_TIMEOUT,
-                 max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+                 max_queued: int = DEFAULT_MAX_QUEUED, on_room: Callable[[], None] = lambda: None) -> None:
         if write_timeout <= 0:
             raise ValueError("write_timeout must be positive")
         self.lock = threading.RLock()
         self._fd = fd
         self._on_broken = on_broken
+        self._on_room = on_room  # told, from the writer thread, when the queue is no longer `backlogged`
         self._write_timeout = write_timeout
         self._max_queued = max_queued
         # Re-entrant: `stop_waiting` may run in a signal handler on a thread that holds it.
@@ -69,7 +79,7 @@ class Output:
         self._writing = False  # the writer is writing the queue's head, outside `_state`
         self._broken = False
         self._closed = False  # `finish` began: nothing more is taken
-        self._unbounded = False  # `stop_waiting`: frames go in without waiting for room
+        self._unbounded = False  # `stop_waiting`: nobody waits for room any more
         self._give_up_at: float | None = None  # `finish`: the writer's deadline
         self._writer: threading.Thread | None = None
         self._wake_r = self._wake_w = -1  # the writer's wake-up pipe, made with the writer
@@ -84,8 +94,8 @@ class Output:
         return not (self._broken or self._closed)
 
     def write_locked(self, frame: bytes) -> bool:
-        """Hand over one whole frame; the caller holds `lock`. False if it will not be written
-        (the client went away, or the output is finishing)."""
+        """Hand over one whole frame, never waiting; the caller holds `lock`. False if it will not be
+        written (the client went away, or the output is finishing)."""
         if self._broken or self._closed:
             return False
         if not self._deadlines:
@@ -99,14 +109,29 @@ class Output:
                     return True
                 self._enqueue(memoryview(frame)[written:])
                 return True
-            while not self._unbounded and self._queue and self._queued + len(frame) > self._max_queued:
-                if self._broken or self._closed:
-                    return False
-                self._state.wait(_IDLE_WAIT)  # the writer's progress, a break, or stop_waiting()
-            if self._broken or self._closed:
-                return False
             self._enqueue(memoryview(frame))
             return True
+
+    def wait_for_room(self, size: int) -> bool:
+        """Before taking `lock` to hand over `size` bytes: wait while the queue holds more than
+        `max_queued` with them, for as long as the client reads. True when there is room; False
+        when there is none and no waiting either (`stop_waiting`, or the output broke or is
+        finishing): an answer then goes in all the same, a notification is better dropped. Never
+        call it holding `lock`: the reader must be able to take it meanwhile."""
+        if not self._deadlines:
+            return not (self._broken or self._closed)
+        with self._state:
+            while self._queue and self._queued + size > self._max_queued:
+                if self._unbounded or self._broken or self._closed:
+                    return False
+                self._state.wait(_IDLE_WAIT)  # the writer's progress, a break, or stop_waiting()
+            return not (self._broken or self._closed)
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether the queue is so far past its bound that the reader should stop reading its input
+        (what it would answer itself, a parse error or a refusal, only adds to the queue)."""
+        return self._queued > self._max_queued + READER_ALLOWANCE
 
     def write(self, frame: bytes) -> bool:
         with self.lock:
@@ -210,16 +235,21 @@ class Output:
                 data = self._head()
                 self._writing = True
             written = self._write_now(data)
+            relieved, wait = False, None
             with self._state:
                 self._writing = False
                 if written:
+                    was_backlogged = self.backlogged
                     self._consume(written)
                     self._waiting_since = time.monotonic()
                     self._state.notify_all()  # room for the callers waiting
-                    continue
-                if written is None:
-                    return
-                wait = self._patience()
+                    relieved = was_backlogged and not self.backlogged
+                elif written is not None:
+                    wait = self._patience()
+            if relieved:
+                self._on_room()  # the reader may read its input again
+            if written:
+                continue
             if wait is None:
                 return
             for fd, _ in poller.poll(wait * 1000):

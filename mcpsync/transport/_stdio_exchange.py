@@ -78,6 +78,8 @@ class Exchange(Cancellable):
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))
+        if not self._output.wait_for_room(len(frame)):  # outside the lock: the reader may need it
+            return  # no room and no waiting (shutting down, the end of input): dropped
         with self._output.lock:
             if not (self.done or self.cancelled_by_client):
                 self._output.write_locked(frame)

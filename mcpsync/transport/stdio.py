@@ -85,7 +85,7 @@ class StdioServer:
         self._engine = engine
         self._read_fd = read_fd
         self._session = Session()
-        self._output = Output(write_fd, self.request_shutdown, write_timeout=write_timeout)
+        self._output = Output(write_fd, self.request_shutdown, write_timeout=write_timeout, on_room=lambda: self._wake_reader(None))
         self._splitter = FrameSplitter(max_frame_bytes)
         self._drain_timeout = drain_timeout
         self._shutdown_timeout = shutdown_timeout
@@ -213,8 +213,9 @@ class StdioServer:
                 return True
             if not reading and self._blocking is None and not self._pending:
                 return False
-            want_input = reading and len(self._pending) < _MAX_PENDING
-            if want_input != listening:  # a full backlog stops reading until it drains
+            # A full backlog of frames, or of output the client has not read, stops reading until it drains.
+            want_input = reading and len(self._pending) < _MAX_PENDING and not self._output.backlogged
+            if want_input != listening:
                 if want_input:
                     poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
                 else:
@@ -344,6 +345,8 @@ class StdioServer:
             self._activate(request, exchange, outcome)
             return
         frame = self._encode_outcome(request, outcome)
+        if frame is not None:
+            self._output.wait_for_room(len(frame))  # outside the lock; an answer goes in either way
         with self._output.lock:
             if self._end_locked(request.id, exchange) and frame is not None and not exchange.cancelled_by_client:  # noqa: SIM102 - the inner test writes
                 if self._output.write_locked(frame) and isinstance(outcome, Success) and outcome.claims is not None:
@@ -405,6 +408,8 @@ class StdioServer:
         the change was made (`origin`): this client has no other replica to hear it from."""
         methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
         untagged = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
+        if not self._output.wait_for_room(sum(map(len, untagged)) * (1 + len(self._subscriptions))):
+            return  # shutting down with the client not reading: a notification is dropped
         with self._output.lock:
             for (kind, method), plain in zip(methods, untagged, strict=True):
                 if self._session.initialized:
@@ -417,6 +422,8 @@ class StdioServer:
         method, params = "notifications/resources/updated", {"uri": uri}
         plain = jsonrpc.encode(jsonrpc.notification_frame(method, params))
         handshake_wants = any(uri_covers(subscribed, uri) for subscribed in self._session.resource_subscriptions())
+        if not self._output.wait_for_room(len(plain) * (1 + len(self._subscriptions))):
+            return  # shutting down with the client not reading: a notification is dropped
         with self._output.lock:
             if self._session.initialized and handshake_wants:
                 self._output.write_locked(plain)

@@ -127,7 +127,6 @@ def _fill_the_queue(child: Child) -> None:
     assert child.read_at_least(64).startswith(b'{"jsonrpc":"2.0","id":2'), child.buffer[:100]
 
 
-@pytest.mark.xfail(strict=True, reason="review: the stdio reader waits for room to hand over its own answers, so it never reads the end of input")
 def test_end_of_input_ends_the_server_even_after_a_frame_the_reader_must_answer(child: Child) -> None:
     """A client stops reading while the server has more than 8 MiB of output for it (one large
     tool result), sends one more line that the reader thread answers itself (a malformed line: its
@@ -179,7 +178,6 @@ server = Server("review", services=[service], shutdown_timeout={SHUTDOWN_TIMEOUT
 FLOOD_STEPS, FLOOD_STEP_BYTES = 200, 1_000_000
 
 
-@pytest.mark.xfail(strict=True, reason="review: after end of input (and during a shutdown) the writer's queue has no bound: a tool's output piles up in memory")
 def test_output_a_client_never_reads_is_bounded_after_the_end_of_input(tmp_path: Path) -> None:
     """A client calls a tool that reports progress with large messages (200 steps of 1 MB), reads
     none of it, and closes its input. The docs (dev/threading.rst, "Writer"): what the pipe cannot
