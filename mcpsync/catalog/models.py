@@ -36,6 +36,9 @@ _PYDANTIC_PACKAGES = frozenset({"pydantic", "pydantic_core", "annotated_types"})
 _DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})
 """Schema keywords whose values are JSON data, never schemas: nothing in them is a reference."""
 _DEFS = "#/$defs/"
+_DEEP = 100
+"""Pydantic's JSON parser refuses values nested deeper than 200 levels; mcpsync's own JSON, which it
+refuses, is a value nested deeper than this."""
 
 
 def _from_pydantic(obj: Any) -> bool:
@@ -131,11 +134,14 @@ class PydanticType:
         import pydantic
 
         try:
-            text = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False, allow_nan=False)
+            # allow_nan: a number too large for a double arrives as inf, and pydantic reads it back
+            # as such (`Infinity`); its own `allow_inf_nan` decides whether the field takes it.
+            text = ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False, allow_nan=True)
             return self._adapter.validate_json(text)
         except pydantic.ValidationError as exc:
-            if _first_type(exc) == "json_invalid":  # of JSON written just now: nested past pydantic's limit
-                raise FieldErrors([("", TOO_DEEP.format(nesting(value)))], 1) from None
+            depth = nesting(value) if _first_type(exc) == "json_invalid" else 0  # of JSON written just now
+            if depth > _DEEP:
+                raise FieldErrors([("", TOO_DEEP.format(depth))], 1) from None
             raise _field_errors(exc) from None
         except OverflowError:  # ujson refuses to write past 1024 levels
             raise FieldErrors([("", TOO_DEEP.format(nesting(value)))], 1) from None

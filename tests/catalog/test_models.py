@@ -287,6 +287,17 @@ def test_field_errors_quote_three_count_the_rest_and_cut_each_short() -> None:
     assert len(text) < 900
 
 
+def test_a_number_too_large_for_a_double_is_pydantics_to_judge() -> None:
+    """JSON's 1e400 parses as inf; it must reach pydantic as inf, not fail to be written back."""
+    class Reading(BaseModel):
+        value: float
+        finite: float = Field(default=0.0, allow_inf_nan=False)
+
+    assert PydanticType(Reading, "here").convert({"value": float("inf")}).value == float("inf")
+    with pytest.raises(FieldErrors, match="at 'finite': Input should be a finite number"):
+        PydanticType(Reading, "here").convert({"value": 1.0, "finite": float("-inf")})
+
+
 def test_a_value_too_deep_for_pydantic_is_named_as_such() -> None:
     deep: Any = 1
     for _ in range(300):
