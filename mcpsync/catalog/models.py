@@ -37,18 +37,20 @@ _DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})
 """Schema keywords whose values are JSON data, never schemas: nothing in them is a reference."""
 _DEFS = "#/$defs/"
 _DEEP = 100
-"""Pydantic's JSON parser refuses values nested deeper than 200 levels; mcpsync's own JSON, which it
-refuses, is a value nested deeper than this."""
+"""Pydantic's JSON parser stops at 200 levels. JSON written by mcpsync that it calls invalid was too
+deep for it when the value nests deeper than this; otherwise the error is pydantic's to tell."""
 
 
 def _from_pydantic(obj: Any) -> bool:
+    """Whether `obj` (a class) is defined in pydantic's packages or hooks into pydantic's schemas."""
     module = getattr(obj, "__module__", None)
-    return isinstance(module, str) and module.partition(".")[0] in _PYDANTIC_PACKAGES
+    return (isinstance(module, str) and module.partition(".")[0] in _PYDANTIC_PACKAGES) or hasattr(obj, "__get_pydantic_core_schema__")
 
 
 def is_pydantic_class(cls: Any) -> bool:
     """Whether `cls` is a class pydantic validates and dumps: defined in pydantic or a subclass of
-    one of its classes, or a pydantic dataclass. Never imports pydantic."""
+    one of its classes, a pydantic dataclass, or a class of its own that tells pydantic its schema
+    (`__get_pydantic_core_schema__`, as pydantic-extra-types do). Never imports pydantic."""
     if "pydantic" not in sys.modules or not isinstance(cls, type):
         return False
     if dataclasses.is_dataclass(cls) and "__pydantic_validator__" in vars(cls):
@@ -58,7 +60,8 @@ def is_pydantic_class(cls: Any) -> bool:
 
 def is_pydantic(tp: Any) -> bool:
     """Whether annotation `tp` involves pydantic anywhere: a pydantic class (see `is_pydantic_class`),
-    or pydantic or annotated_types metadata in an `Annotated`, at any depth (`list[Model] | None`)."""
+    or pydantic or annotated_types metadata (or metadata hooking into pydantic) in an `Annotated`, at
+    any depth (`list[Model] | None`)."""
     if "pydantic" not in sys.modules:
         return False
     if is_pydantic_class(tp):

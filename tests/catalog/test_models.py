@@ -17,6 +17,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic_core import core_schema
 
 from mcpsync import McpError
 from mcpsync.catalog.models import PydanticType, _Inliner, is_pydantic, is_pydantic_class
@@ -79,8 +80,12 @@ class Frame:
     label: str = ""
 
 
-class Ctx:
-    """Stands in for the catalog's context type."""
+class Celsius(float):
+    """A type of one's own that tells pydantic its schema."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return core_schema.no_info_after_validator_function(cls, core_schema.float_schema(ge=-273.15))
 
 
 def call(tool: Tool, arguments: dict[str, Any]) -> Any:
@@ -106,6 +111,16 @@ def test_annotations_involving_pydantic_are_recognised(tp: Any) -> None:
 @pytest.mark.parametrize("tp", [int, list[int], Frame, Annotated[int, "a note"], Optional[str], Any])
 def test_annotations_without_pydantic_are_not(tp: Any) -> None:
     assert not is_pydantic(tp)
+
+
+def test_a_class_that_tells_pydantic_its_schema_is_pydantics() -> None:
+    def warm(to: Celsius) -> str:
+        return f"{type(to).__name__} {to}"
+
+    tool = Tool(warm)
+    assert tool.input_schema["properties"]["to"] == {"minimum": -273.15, "type": "number"}
+    assert call(tool, {"to": 21.5})["content"][0]["text"] == "Celsius 21.5"
+    assert str(refusal(tool, {"to": -300})) == "Invalid arguments for tool 'warm' at 'to': Input should be greater than or equal to -273.15"
 
 
 def test_instances_of_pydantic_classes_are_recognised_by_their_class() -> None:
