@@ -1,12 +1,13 @@
 """Pydantic (v2) types where type hints go: their JSON Schema, their validation and their dump,
 without mcpsync depending on pydantic.
 
-Strategy: mcpsync never imports pydantic itself. An annotation is pydantic's only when pydantic is
+Strategy: mcpsync never imports pydantic by itself. An annotation is pydantic's only when pydantic is
 already loaded (`sys.modules`) and the annotation, or something nested in it, is a class from
 pydantic's modules or a subclass of one (`BaseModel`, `RootModel`, `HttpUrl`, ...), a pydantic
-dataclass, or `Annotated` metadata from pydantic or annotated_types (`Field(ge=1)`). Only then is
-`pydantic.TypeAdapter` asked, once, when the tool is registered. An app without pydantic pays one
-dict lookup per annotation when it registers a tool, and nothing per call.
+dataclass, a class that tells pydantic its schema (`__get_pydantic_core_schema__`), or `Annotated`
+metadata from pydantic or annotated_types (`Field(ge=1)`). Only then is `pydantic.TypeAdapter`
+asked, once, when the tool is registered. An app without pydantic pays one dict lookup per
+annotation when it registers a tool, and one per dataclass a tool returns.
 
 A pydantic annotation is pydantic's from end to end, so what a client is shown, what the function
 receives and what a client gets back come from the same model:
