@@ -14,6 +14,10 @@ walk means the schema a client sees and the objects a tool receives can never dr
   `dict[str, X]`) are the structured content; anything else is wrapped as `{"result": value}`.
   `None`, `str`, `bytes`, the caller's own content types and unions of these get no output
   schema at all: the caller turns them into content blocks.
+- An annotation that involves pydantic (a `BaseModel`, `Field(...)` metadata, ...) is pydantic's
+  whole: its schema, its conversion and its validation come from `models`, which imports pydantic
+  only for annotations made with it. Such a parameter is left open in `validation_schema`, so
+  jsonschema does not check it first and the client reads pydantic's messages.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from pathlib import Path, PurePath
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, NotRequired, Required, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from .validation import SchemaCheck, quote
+from .models import PydanticType, dump, is_pydantic, is_pydantic_class
+from .validation import FieldErrors, SchemaCheck, quote
 
 Convert = Callable[[Any], Any]
 """Turns one validated JSON value into the Python value its annotation asks for."""
@@ -88,6 +93,9 @@ class FunctionShape:
     """Per-parameter text from the docstring's Google-style `Args:` section."""
     converters: dict[str, Convert] = dataclasses.field(compare=False, repr=False)
     """Parameter name -> converter from validated JSON to the annotated Python value."""
+    validation_schema: dict[str, Any] = dataclasses.field(compare=False, repr=False)
+    """What jsonschema checks before the converters run: `input_schema`, but with the parameters
+    pydantic validates (in their converters) accepting any value."""
 
 
 def describe_function(fn: Callable[..., Any], *, context_type: type | None = None,
@@ -116,6 +124,7 @@ def describe_function(fn: Callable[..., Any], *, context_type: type | None = Non
     properties: dict[str, Any] = {}
     required: list[str] = []
     converters: dict[str, Convert] = {}
+    self_validated: list[str] = []
     context_param = None
     for param in inspect.signature(fn).parameters.values():
         where = f"{name}(): parameter {param.name!r}"
@@ -128,6 +137,8 @@ def describe_function(fn: Callable[..., Any], *, context_type: type | None = Non
             context_param = param.name
             continue
         schema, converters[param.name] = _Mapper(where, output=False).map(hint)
+        if is_pydantic(hint):
+            self_validated.append(param.name)
         if param.name in param_docs and "description" not in schema:
             schema["description"] = param_docs[param.name]
         if param.default is param.empty:
@@ -136,9 +147,12 @@ def describe_function(fn: Callable[..., Any], *, context_type: type | None = Non
             _add_default(schema, param.default)
         properties[param.name] = schema
     input_schema = _object(properties, required, additionalProperties=False)
+    validation_schema = input_schema
+    if self_validated:
+        validation_schema = input_schema | {"properties": properties | {key: {} for key in self_validated}}
     output_schema, wrap = _output_schema(hints, passthrough_types, f"{name}(): return value")
     return FunctionShape(input_schema, output_schema, wrap, context_param, description,
-                         param_docs, converters)
+                         param_docs, converters, validation_schema)
 
 
 def bind_arguments(shape: FunctionShape, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +163,7 @@ def bind_arguments(shape: FunctionShape, arguments: dict[str, Any]) -> dict[str,
         client left out are absent, so the function's own defaults apply.
 
     Raises:
+        FieldErrors: A pydantic type refused a value; its paths start with the parameter's name.
         ValueError: A value fits the schema but not its type, e.g. a string that is not an ISO
             date, or a dataclass whose `__post_init__` rejects it; the message starts with the
             parameter's name. Other exceptions come from the user's own constructors, or mean
@@ -159,6 +174,8 @@ def bind_arguments(shape: FunctionShape, arguments: dict[str, Any]) -> dict[str,
         if name in arguments:
             try:
                 bound[name] = convert(arguments[name])
+            except FieldErrors as exc:
+                raise exc.within(name) from None
             except ValueError as exc:
                 raise ValueError(f"parameter '{name}': {exc}") from exc
     return bound
@@ -185,7 +202,8 @@ def to_jsonable(value: Any) -> Any:
     """Convert a return value into plain JSON data (dict, list, str, int, float, bool, None).
 
     Dataclasses become dicts of all their fields, enum members their values, tuples and sets
-    lists, dates ISO strings, paths strings; dict keys become strings.
+    lists, dates ISO strings, paths strings; dict keys become strings. Pydantic models (and
+    pydantic's other types) are dumped by pydantic, by alias.
 
     Raises:
         TypeError: Some part of `value` has no JSON form; the message names its type.
@@ -197,12 +215,16 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (date, PurePath)):
         return value.isoformat() if isinstance(value, date) else str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if is_pydantic_class(type(value)):
+            return dump(value)
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, abc.Mapping):
         return {key if isinstance(key, str) else str(to_jsonable(key)): to_jsonable(item)
                 for key, item in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [to_jsonable(item) for item in value]
+    if is_pydantic_class(type(value)):
+        return dump(value)
     raise TypeError(f"cannot convert {type(value).__qualname__} to JSON: {value!r:.80}")
 
 
@@ -231,6 +253,8 @@ class _Mapper:
         self._open: list[type] = []  # dataclasses / TypedDicts being expanded, for recursion
 
     def map(self, tp: Any) -> tuple[dict[str, Any], Convert]:
+        if is_pydantic(tp):
+            return self._pydantic(tp)
         origin, args = get_origin(tp), get_args(tp)
         if origin is Annotated:
             schema, convert = self.map(args[0])
@@ -259,6 +283,16 @@ class _Mapper:
         if container in _MAPPINGS:
             return self._mapping(args)
         raise TypeError(f"{self._where}: no JSON Schema for annotation {tp!r}")
+
+    def _pydantic(self, tp: Any) -> tuple[dict[str, Any], Convert]:
+        """Pydantic's schema and validation; an `Annotated` string note still describes it."""
+        model = PydanticType(tp, self._where)
+        schema = model.schema(output=self._output)
+        if get_origin(tp) is Annotated:
+            notes = [item for item in tp.__metadata__ if isinstance(item, str)]
+            if notes:
+                schema["description"] = notes[0]
+        return schema, model.convert
 
     def _enum(self, values: Any) -> dict[str, Any]:
         kinds = {type(value) for value in values}

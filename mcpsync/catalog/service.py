@@ -23,7 +23,7 @@ from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
 from .context import Context
 from .schema import FunctionShape, bind_arguments, describe_function, invoke, structured_output, to_jsonable
-from .validation import ArgumentValidator, InvalidArguments, SchemaCheck, check_schema, clip
+from .validation import ArgumentValidator, FieldErrors, InvalidArguments, SchemaCheck, check_schema, clip
 
 log = logging.getLogger("mcpsync")
 
@@ -59,18 +59,20 @@ def _has_positional_only(fn: Callable[..., Any]) -> bool:
     return any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in inspect.signature(fn).parameters.values())
 
 
-Refuse = Callable[[str], Exception]
+Refuse = Callable[[FieldErrors], Exception]
 """Turns why a value the schema allowed is refused by its type into the exception to raise."""
 
 
 def _bind(shape: FunctionShape, arguments: dict[str, Any], refuse: Refuse) -> dict[str, Any]:
     """Validated JSON → Python arguments; a value the schema allowed but the type refuses (a string
-    that is no ISO date, say) is `refuse`d, with the converter's message cut short (it may quote
-    the whole value)."""
+    that is no ISO date, say, or a model pydantic rejects) is `refuse`d, with the converter's
+    message cut short (it may quote the whole value)."""
     try:
         return bind_arguments(shape, arguments)
+    except FieldErrors as exc:
+        raise refuse(exc) from None
     except ValueError as exc:
-        raise refuse(clip(str(exc))) from None
+        raise refuse(FieldErrors([("", clip(str(exc)))], 1)) from None
 
 
 def _call_shaped(fn: Callable[..., Any], shape: FunctionShape, arguments: dict[str, Any], ctx: Context, refuse: Refuse, positional_only: bool) -> Any:
@@ -130,7 +132,7 @@ class Tool:
         self.annotations = annotations
         self.meta = meta
         self._positional_only = _has_positional_only(fn)
-        self._validator = ArgumentValidator(input_schema, f"tool '{self.name}'")
+        self._validator = ArgumentValidator(input_schema if self._shape is None else self._shape.validation_schema, f"tool '{self.name}'")
         self._output_check = SchemaCheck(output_schema) if output_schema else None
 
     @property
@@ -165,8 +167,8 @@ class Tool:
             return _call_with_context(self.fn, dict(arguments), self._context_param, ctx)
         return _call_shaped(self.fn, self._shape, arguments, ctx, self._refuse, self._positional_only)
 
-    def _refuse(self, reason: str) -> InvalidArguments:
-        return InvalidArguments(f"Invalid arguments for tool '{self.name}': {reason}")
+    def _refuse(self, errors: FieldErrors) -> InvalidArguments:
+        return InvalidArguments(errors.describe(f"Invalid arguments for tool '{self.name}'"), errors.field)
 
     def to_result(self, value: Any) -> dict[str, Any]:
         """The `CallToolResult` for a return value."""
@@ -298,8 +300,8 @@ class Prompt:
             result["description"] = self.description
         return result
 
-    def _refuse(self, reason: str) -> McpError:
-        return invalid_params(f"Invalid arguments for prompt '{self.name}': {reason}")
+    def _refuse(self, errors: FieldErrors) -> McpError:
+        return invalid_params(errors.describe(f"Invalid arguments for prompt '{self.name}'"))
 
 
 def _from_string(raw: str, arg: _Argument, prompt: str) -> Any:

@@ -19,7 +19,7 @@ jsonschema to walk is reported as such, never as a RecursionError.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,10 @@ _MAX_PATH = 120
 """Longest field path quoted (an unexpected key may be megabytes long)."""
 
 FastCheck = Callable[[Any], bool]
+_UNKNOWN: tuple[type, ...] = (object,)
+"""What a fast check finds for a key the schema does not name (compared by identity)."""
+SHOWN_ERRORS = 3
+"""How many of a value's errors `FieldErrors` quotes; the rest are counted."""
 
 
 def _compile_fast_check(schema: dict[str, Any]) -> FastCheck | None:
@@ -60,8 +64,11 @@ def _compile_fast_check(schema: dict[str, Any]) -> FastCheck | None:
         return None
     if schema.get("additionalProperties", True) not in (True, False):
         return None
-    types: dict[str, tuple[type, ...]] = {}
+    types: dict[str, tuple[type, ...] | None] = {}  # None: any value (a parameter its type validates)
     for name, prop in properties.items():
+        if prop == {}:
+            types[name] = None
+            continue
         if not isinstance(prop, dict) or not set(prop) <= _ANNOTATIONS:
             return None
         if "format" in prop:  # formats may be asserted by some configurations: leave them to jsonschema
@@ -79,12 +86,12 @@ def _compile_fast_check(schema: dict[str, Any]) -> FastCheck | None:
             if name not in arguments:
                 return False
         for name, value in arguments.items():
-            allowed = types.get(name)
-            if allowed is None:
+            allowed = types.get(name, _UNKNOWN)
+            if allowed is _UNKNOWN:
                 if closed:
                     return False
                 continue
-            if type(value) not in allowed:
+            if allowed is not None and type(value) not in allowed:
                 return False
         return True
 
@@ -193,6 +200,37 @@ class ArgumentValidator:
             raise InvalidArguments(problem.describe(f"Invalid arguments for {self._what}"), problem.field)
 
 
+class FieldErrors(ValueError):
+    """Why a parameter's type refused a value: the first few (path, message) pairs, each bounded,
+    and how many there were in all. For types that validate themselves (pydantic's), whose
+    messages are theirs; `str()` is `describe("Invalid value")`.
+    """
+
+    def __init__(self, errors: Sequence[tuple[str, str]], total: int) -> None:
+        self.errors = tuple((clip(where, _MAX_PATH), clip(rule)) for where, rule in errors[:SHOWN_ERRORS]) or (("", "invalid"),)
+        """(the `/`-separated path of the value at fault, "" for the value itself; what is wrong)."""
+        self.total = max(total, len(self.errors))
+        super().__init__(self.describe("Invalid value"))
+
+    @property
+    def field(self) -> str | None:
+        """The path of the first value at fault, when there is one."""
+        return self.errors[0][0] or None
+
+    def within(self, name: str) -> FieldErrors:
+        """The same errors, for the value under key `name` of an object."""
+        return FieldErrors([(f"{name}/{where}" if where else name, rule) for where, rule in self.errors], self.total)
+
+    def describe(self, subject: str) -> str:
+        """`subject`, then each error as `Problem.describe` tells one, and how many more there were."""
+        (where, rule), *rest = self.errors
+        text = Problem(where, where or None, rule).describe(subject)
+        text += "".join(f"; at '{where}': {rule}" if where else f"; {rule}" for where, rule in rest)
+        if self.total > len(self.errors):
+            text += f"; and {self.total - len(self.errors)} more"
+        return text
+
+
 def _problem_of(error: ValidationError) -> Problem:
     path = [str(part) for part in error.absolute_path]
     offending = _offending_property(error)
@@ -221,16 +259,16 @@ def _offending_property(error: ValidationError) -> str | None:
 def _too_deep(instance: Any) -> Problem:
     """The problem for a value jsonschema could not walk: the key under which it nests deepest, and
     how deep."""
-    rule = "nests {} levels of arrays and objects, too deep to check"
+    rule = TOO_DEEP
     if not (isinstance(instance, dict) and instance):
-        return Problem("", None, rule.format(_nesting(instance)))
-    depths = {key: _nesting(value) for key, value in instance.items()}
+        return Problem("", None, rule.format(nesting(instance)))
+    depths = {key: nesting(value) for key, value in instance.items()}
     deepest = max(depths, key=depths.__getitem__)
     where = clip(str(deepest), _MAX_PATH)
     return Problem(where, where, rule.format(depths[deepest]))
 
 
-def _nesting(value: Any) -> int:
+def nesting(value: Any) -> int:
     """How many levels of arrays and objects `value` has, counted without recursion (it may nest
     deeper than Python's recursion limit)."""
     deepest, pending = 0, [(value, 1)]
@@ -256,6 +294,9 @@ class _ShortRepr(reprlib.Repr):
             return repr(x)
         return repr(x[: self.maxstring]) + self.fillvalue
 
+
+TOO_DEEP = "nests {} levels of arrays and objects, too deep to check"
+"""The rule a value too deeply nested to check breaks, with its depth (`nesting`)."""
 
 _SHORT = _ShortRepr()
 _VALUE_LEVELS = 1
