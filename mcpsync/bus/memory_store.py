@@ -52,6 +52,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._sessions: dict[str, _Entry] = {}
         self._claims: dict[str, float] = {}
+        self._changes: dict[str, float] = {}  # change id -> until when a retry of it is skipped
         self._log_cap = log_cap
         self._clock = clock
 
@@ -59,6 +60,7 @@ class MemoryStore:
         for table, expired in (
             (self._sessions, [sid for sid, entry in self._sessions.items() if entry.expires <= now]),
             (self._claims, [key for key, until in self._claims.items() if until <= now]),
+            (self._changes, [key for key, until in self._changes.items() if until <= now]),
         ):
             for key in expired:
                 del table[key]
@@ -134,10 +136,15 @@ class MemoryStore:
             return {sid: entry.record.subscriptions for sid, entry in self._sessions.items()}
 
     # -- event logs ------------------------------------------------------------------------------
-    def append_events(self, frames: Mapping[str, bytes]) -> dict[str, str]:
+    def append_events(self, frames: Mapping[str, bytes], *, change: str | None = None) -> dict[str, str]:
+        """See `Store.append_events`; a `change`'s mark lives as long as the longest remaining ttl
+        of the sessions it reached, as in Redis."""
         ids: dict[str, str] = {}
         with self._lock:
             now = self._clock()
+            if change is not None and self._changes.get(change, now) > now:
+                return ids
+            longest = now
             for sid, frame in frames.items():
                 entry = self._sessions.get(sid)
                 if entry is None or entry.expires <= now:
@@ -147,6 +154,9 @@ class MemoryStore:
                 if len(entry.log) > self._log_cap:
                     entry.log.popleft()
                 ids[sid] = str(entry.count)
+                longest = max(longest, entry.expires)
+            if change is not None and ids:
+                self._changes[change] = longest
         return ids
 
     def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:

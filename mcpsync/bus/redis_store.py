@@ -29,6 +29,9 @@ Keys (`N` is the namespace, `"mcpsync:"` by default, so one Redis can serve seve
   the same one, the lower id counts as older); a load and a delete find it from the hash's
   `principal_key`. The set expires with its caller's last session (PEXPIREAT its highest score).
 - `N claim:<key>`: a string set with NX and PX, Redis's own one-time mark.
+- `N change:<id>`: the mark of a change `append_events` logged (its caller's id for it), so a retry
+  of an append that timed out but ran does not log it twice. It lives as long as the longest
+  remaining ttl of the sessions it reached: one key per change, not per session.
 
 Expiry is Redis's: the hash and the stream carry the same absolute expiry (PEXPIREAT from
 `create_session` and `load_session`; an append gives the stream its hash's remaining PTTL), which is
@@ -78,6 +81,9 @@ DEFAULT_NAMESPACE = "mcpsync:"
 """Prefixed to every key (the same default as `RedisBus`'s channels)."""
 DEFAULT_LOG_CAP = 256
 """Events kept per session log (as `MemoryStore`)."""
+
+CHANGE_MARK_FALLBACK = 3600.0
+"""Seconds a change's mark lives when no session it reached has an expiry (none should)."""
 
 _FIELDS = frozenset(f.name for f in fields(SessionRecord))
 _FRAME = b"f"
@@ -265,20 +271,34 @@ return out
 """
 
 _APPEND = """
--- KEYS: hash, stream, hash, stream... ARGV: log cap, frame, frame... Returns each new id, or false.
--- The hash's existence and the XADD are one step: a session deleted meanwhile cannot get a stream
--- that nothing would ever expire or delete.
+-- KEYS: hash, stream, hash, stream... ARGV: log cap, change mark key or '', frame, frame... Returns
+-- each new id, or false. The hash's existence and the XADD are one step: a session deleted meanwhile
+-- cannot get a stream that nothing would ever expire or delete. A change already marked was appended
+-- by an earlier call (one that timed out in the caller but ran here): nothing is appended again.
 local out = {}
+if ARGV[2] ~= '' and redis.call('EXISTS', ARGV[2]) == 1 then
+  for i = 1, #KEYS, 2 do
+    out[#out + 1] = false
+  end
+  return out
+end
+local longest = 0
 for i = 1, #KEYS, 2 do
   local ttl = redis.call('PTTL', KEYS[i])
   if ttl == -2 then
     out[#out + 1] = false
   else
-    out[#out + 1] = redis.call('XADD', KEYS[i + 1], 'MAXLEN', '=', ARGV[1], '*', 'f', ARGV[(i + 1) / 2 + 1])
+    out[#out + 1] = redis.call('XADD', KEYS[i + 1], 'MAXLEN', '=', ARGV[1], '*', 'f', ARGV[(i + 1) / 2 + 2])
     if ttl > 0 then
       redis.call('PEXPIRE', KEYS[i + 1], ttl)
+    else
+      ttl = tonumber(ARGV[3 + #KEYS / 2])
     end
+    longest = math.max(longest, ttl)
   end
+end
+if ARGV[2] ~= '' and longest > 0 then
+  redis.call('SET', ARGV[2], '1', 'PX', longest)
 end
 return out
 """
@@ -462,17 +482,20 @@ class RedisStore:
         return found
 
     # -- event logs ------------------------------------------------------------------------------
-    def append_events(self, frames: Mapping[str, bytes]) -> dict[str, str]:
+    def append_events(self, frames: Mapping[str, bytes], *, change: str | None = None) -> dict[str, str]:
         """See `Store.append_events`. One script for every session: for each whose hash exists, XADD
         (exact MAXLEN) and give the stream the hash's remaining ttl. In one script rather than
         XADD NOMKSTREAM after a check, because a session deleted between the check and the first
-        XADD would leave a stream nothing expires."""
+        XADD would leave a stream nothing expires. A `change` is marked in the same script (`N
+        change:<id>`, SET PX the longest remaining ttl of the sessions it reached), and a marked one
+        is not appended again."""
         if not frames:
             return {}
         ids = list(frames)
         keys = [key for sid in ids for key in (self._session(sid), self._events(sid))]
+        mark = "" if change is None else f"{self._ns}change:{change}"
         with self._reaching():
-            added = self._append(keys=keys, args=[self._log_cap, *(frames[sid] for sid in ids)])
+            added = self._append(keys=keys, args=[self._log_cap, mark, *(frames[sid] for sid in ids), _ms(CHANGE_MARK_FALLBACK)])
         return {sid: bytes(event_id).decode() for sid, event_id in zip(ids, added, strict=True) if event_id is not None}
 
     def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:

@@ -170,11 +170,18 @@ class Store(Protocol):
         ...
 
     # -- a session's GET-stream events ---------------------------------------------------------
-    def append_events(self, frames: Mapping[str, bytes]) -> dict[str, str]:
+    def append_events(self, frames: Mapping[str, bytes], *, change: str | None = None) -> dict[str, str]:
         """Append one encoded frame to the event log of each named session (one pipeline for all);
         the id each got. A log keeps its newest `log_cap` events (the backend's setting) and ends
         with its session. Ids are opaque strings, increasing within a log, never reused in it.
-        A session that no longer exists gets no event (and is absent from the answer)."""
+        A session that no longer exists gets no event (and is absent from the answer).
+
+        Idempotent per `change`: an id the caller chose for this change before its first try
+        (unique, e.g. random). A call naming a change that an earlier call already appended (to
+        any session) appends nothing and answers {}; the mark is written in the same step as the
+        append and lives as long as the longest remaining ttl of the sessions it reached. So a
+        retry after `StoreUnavailable`, which says nothing of whether the append ran (a Redis
+        that stalls, then runs what it was sent), never logs the change twice."""
         ...
 
     def events_after(self, session_id: str, after: str | None, limit: int) -> list[tuple[str, bytes]]:

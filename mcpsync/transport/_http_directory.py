@@ -250,9 +250,10 @@ class SharedDirectory:
         self._notices_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()  # the keeper's: a stop, or a change owed
-        # Changes the store could not take, in order: frame -> the URI it concerns (None: every
-        # initialized session), appended by the keeper once the store answers (module docstring).
-        self._owed: collections.OrderedDict[bytes, str | None] = collections.OrderedDict()
+        # Changes the store could not take, in order: frame -> (the URI it concerns, None: every
+        # initialized session; the change's id, `Store.append_events`), appended by the keeper once
+        # the store answers (module docstring).
+        self._owed: collections.OrderedDict[bytes, tuple[str | None, str]] = collections.OrderedDict()
         self._owed_lock = threading.Lock()
         self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
         # A busy session (a request in flight, a GET stream) is loaded by its replica's keeper every
@@ -348,7 +349,9 @@ class SharedDirectory:
     def deliver(self, frames: list[bytes], uri: str | None, origin: str) -> None:
         """A change made here goes into the log of every session it concerns, on every replica; a
         resync into the logs of the streams held here; then the streams held here read their logs.
-        A change the store cannot take now is owed (the module docstring)."""
+        A change the store cannot take now is owed (the module docstring), with the id it was
+        first tried under, so a retry of an append that ran after all is not logged twice."""
+        changes = [(frame, _change_id()) for frame in frames]
         appended = 0
         try:
             if origin == LOCAL:
@@ -358,8 +361,8 @@ class SharedDirectory:
             else:
                 audience = []
             if audience:
-                for frame in frames:
-                    self._store.append_events(dict.fromkeys(audience, frame))
+                for frame, change in changes:
+                    self._store.append_events(dict.fromkeys(audience, frame), change=change)
                     appended += 1
             self._outage = False
         except StoreUnavailable as exc:
@@ -367,32 +370,35 @@ class SharedDirectory:
                 log.warning("the session store is unreachable: a change waits to be delivered to handshake-era sessions (%s)", exc)
             self._outage = True
             if origin != REMOTE:  # another replica's change is owed by that replica
-                self._owe(frames[appended:], uri)
+                self._owe(changes[appended:], uri)
             return  # reading each stream's log would wait on it again, once per stream
         self._feed_streams()
 
-    def _owe(self, frames: list[bytes], uri: str | None) -> None:
+    def _owe(self, changes: list[tuple[bytes, str]], uri: str | None) -> None:
+        """Keep (frame, change id) pairs for the keeper. A frame owed again replaces its earlier
+        entry (one delivery of the same notification stands for both) and keeps the newer id."""
         with self._owed_lock:
-            for frame in frames:
+            for frame, change in changes:
                 self._owed.pop(frame, None)
-                self._owed[frame] = uri
+                self._owed[frame] = (uri, change)
             if len(self._owed) > MAX_OWED:  # too much to keep: every list may have changed
-                self._owed = collections.OrderedDict(dict.fromkeys(RESYNC_FRAMES))
+                self._owed = collections.OrderedDict((frame, (None, _change_id())) for frame in RESYNC_FRAMES)
         self._wake.set()
 
     def _settle_owed(self) -> None:
-        """The keeper's: append what was owed, oldest first, to whom it concerns now; then every
-        replica reads its streams' logs. What the store still cannot take stays owed."""
+        """The keeper's: append what was owed, oldest first, to whom it concerns now, each under
+        the id of its first try (the store skips one that already ran); then every replica reads
+        its streams' logs. What the store still cannot take stays owed."""
         with self._owed_lock:
             owed = list(self._owed.items())
         try:
             subscriptions = self._store.session_subscriptions()
-            for frame, uri in owed:
+            for frame, (uri, change) in owed:
                 audience = [sid for sid, subscribed in subscriptions.items() if uri is None or _wants(subscribed, uri)]
                 if audience:
-                    self._store.append_events(dict.fromkeys(audience, frame))
+                    self._store.append_events(dict.fromkeys(audience, frame), change=change)
                 with self._owed_lock:
-                    if frame in self._owed and self._owed[frame] == uri:  # not owed anew meanwhile
+                    if self._owed.get(frame) == (uri, change):  # not owed anew meanwhile
                         del self._owed[frame]
         except StoreUnavailable:
             return
@@ -543,6 +549,11 @@ class SharedDirectory:
             return
         if jsonrpc.is_request_id(request_id):
             _cancel_inflight(self.table, owner, request_id)
+
+
+def _change_id() -> str:
+    """An id for one change, chosen before its first append (`Store.append_events`'s `change`)."""
+    return os.urandom(12).hex()
 
 
 def _wants(subscribed: frozenset[str], uri: str) -> bool:

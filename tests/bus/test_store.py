@@ -556,6 +556,22 @@ def test_one_append_reaches_every_live_session_and_skips_the_others(backend: Bac
     assert backend.store.append_events({}) == {}
 
 
+def test_an_append_retried_under_its_change_id_is_logged_once(backend: Backend) -> None:
+    """A retry of an append that ran (a timeout says nothing of that) is skipped on every replica;
+    another change, or an append with no id, is logged as before."""
+    backend.store.create_session("s", RECORD, ttl=TTL, cap=CAP)
+    first = backend.store.append_events({"s": b"change"}, change="c1")
+    assert set(first) == {"s"}
+    assert backend.replica().append_events({"s": b"change"}, change="c1") == {}
+    backend.store.create_session("t", RECORD, ttl=TTL, cap=CAP)
+    assert backend.store.append_events({"s": b"change", "t": b"change"}, change="c1") == {}
+    second = backend.store.append_events({"s": b"again"}, change="c2")
+    third = backend.store.append_events({"s": b"again"})
+    assert [frame for _, frame in backend.store.events_after("s", None, 10)] == [b"change", b"again", b"again"]
+    assert backend.store.events_after("s", None, 10)[1:] == [(second["s"], b"again"), (third["s"], b"again")]
+    assert backend.store.events_after("t", None, 10) == []
+
+
 def test_a_deleted_session_takes_its_log_with_it(backend: Backend) -> None:
     backend.store.create_session("s", RECORD, ttl=TTL, cap=CAP)
     first = backend.store.append_events({"s": b"before"})["s"]
