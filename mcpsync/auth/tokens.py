@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -38,6 +39,9 @@ from .discovery import OAuthError, ServerMetadata
 from .registration import Registration, token_auth_method
 
 __all__ = ["TokenError", "TokenSet", "authorization_url", "client_fields", "exchange_code", "pkce_pair", "refresh", "request_token"]
+
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""RFC 6750 section 2.1's b64token: what a Bearer token may be, so it can go in a header as is."""
 
 
 class TokenError(OAuthError):
@@ -97,6 +101,7 @@ class TokenSet:
             )
         except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an integer too large for a float
             return None
+
 
 
 def _finite(value: float) -> float:
@@ -192,10 +197,17 @@ def parse_token_answer(body: Any, issuer: str | None, *, clock: Callable[[], flo
     """A token endpoint's JSON answer as a `TokenSet` (RFC 6749 section 5.1).
 
     Raises:
-        TokenError: no access token, not a Bearer one, or an `expires_in` that is no lifetime.
+        TokenError: no access token, not a Bearer one, an access or refresh token that is not an
+            RFC 6750 b64token (it could not be sent in an `Authorization` header, or would smuggle
+            another header into it), or an `expires_in` that is no lifetime.
     """
     if not isinstance(body, dict) or not isinstance(body.get("access_token"), str) or not body["access_token"]:
         raise TokenError(f"the token endpoint {safe_url(where)} answered no access_token")
+    for name in ("access_token", "refresh_token"):
+        value = body.get(name)
+        if isinstance(value, str) and value and _B64TOKEN.fullmatch(value) is None:  # never quoted: it may be a secret
+            raise TokenError(f"the token endpoint {safe_url(where)} answered an unusable {name}: not an RFC 6750 b64token "
+                             "(a Bearer token must be letters, digits and -._~+/ with = at the end)")
     token_type = body.get("token_type")
     if not isinstance(token_type, str) or token_type.lower() != "bearer":
         raise TokenError(f"the token endpoint {safe_url(where)} issued a token of type {str(token_type)[:20]!r}, not Bearer")

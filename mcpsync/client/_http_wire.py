@@ -13,6 +13,7 @@ import io
 import logging
 import socket
 import ssl
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import ujson
@@ -169,6 +170,21 @@ def snippet(body: bytes, limit: int = 200) -> str:
     text = body[: limit * 4].decode("utf-8", "replace")
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def unsendable_header(headers: Mapping[str, str]) -> str | None:
+    """The name of the first header whose value HTTP cannot carry as is (a line break or NUL, which
+    would end the header or smuggle another, or a character latin-1 lacks); None when all can go.
+    For an error that names the header but never quotes its value (an `Authorization` value is
+    a secret)."""
+    for name, value in headers.items():
+        try:
+            encoded = value.encode("latin-1")
+        except UnicodeEncodeError:
+            return name
+        if b"\r" in encoded or b"\n" in encoded or b"\0" in encoded:
+            return name
+    return None
 
 
 def describe(exc: BaseException) -> str:

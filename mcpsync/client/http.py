@@ -67,6 +67,7 @@ from ._http_wire import (
     same_id,
     shut,
     snippet,
+    unsendable_header,
 )
 
 log = logging.getLogger("mcpsync.client")
@@ -633,7 +634,13 @@ class HttpConnection:
                 if stream.aborted:
                     raise Aborted()
                 stream.sock = conn.sock
-            conn.request(method, self._target, body=body, headers=headers)
+            try:
+                conn.request(method, self._target, body=body, headers=headers)
+            except ValueError:  # http.client's message quotes the value, which may be a token
+                name = unsendable_header(headers)
+                if name is None:
+                    raise
+                raise ValueError(f"the {name} header cannot be sent: its value holds a line break or a character HTTP cannot carry") from None
             conn.sock.settimeout(read_timeout)
             response = conn.getresponse()
         except BaseException:

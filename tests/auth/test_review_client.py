@@ -1,5 +1,5 @@
 """Review of issue 23 item 3 (the OAuth client trusts no server): a token answer whose access token
-cannot be sent. A strict xfail: it fails on today's main; its docstring says what the user sees.
+cannot be sent. It failed before `parse_token_answer` checked tokens; its docstring says what the user saw.
 
 The authorization server is the suite's hostile loopback one (`HostileServer`), the login the real
 `mcpsync login` command in a child process, as in test_attack_client.py.
@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+import mcpsync
+from mcpsync import Server
+from mcpsync.errors import McpsyncError
+
 from .._timeouts import LONG
 from .test_attack_client import BROWSER_STANDIN, REPO_ROOT, HostileServer, assert_one_clear_line, mcpsync_login, resource_for
 
@@ -22,7 +26,6 @@ pytestmark = pytest.mark.timeout(60)
 UNSENDABLE = {"a line break": "at-secret\r\nX-Injected: 1", "a character latin-1 lacks": "at-secret-\u20ac"}
 
 
-@pytest.mark.xfail(strict=True, reason="review: an access token that is no valid header value is kept, and every later command fails naming it")
 @pytest.mark.parametrize("token", list(UNSENDABLE.values()), ids=list(UNSENDABLE))
 def test_a_token_answer_whose_access_token_cannot_be_sent_fails_the_login_clearly(token: str, tmp_path: Path) -> None:
     """A hostile (or broken) authorization server answers the code exchange with an `access_token`
@@ -49,3 +52,33 @@ def test_a_token_answer_whose_access_token_cannot_be_sent_fails_the_login_clearl
             rs.stop()
     assert "at-secret" not in run.stderr + later.stderr, (run.stderr, later.stderr)
     assert_one_clear_line(run, "access_token")
+
+
+class Unsendable:
+    """Credentials that hold a token no header can carry (one kept by an older version, say)."""
+
+    def __init__(self, token: str) -> None:
+        self.value = f"Bearer {token}"
+
+    def authorization(self, resource: str) -> str | None:
+        return self.value
+
+    def refused(self, resource: str, status: int, www_authenticate: str | None, sent: str | None) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["modern", "legacy"])
+@pytest.mark.parametrize("token", list(UNSENDABLE.values()), ids=list(UNSENDABLE))
+def test_the_client_names_a_header_it_cannot_send_without_quoting_its_value(token: str, mode: str) -> None:
+    """The HTTP client's error for an `Authorization` value http.client refuses names the header,
+    never the value (http.client's own message quotes it: the token on stderr)."""
+    server = Server("plain", shutdown_timeout=LONG)
+    url = server.start_http("127.0.0.1", 0, threads=2).url
+    try:
+        with pytest.raises(McpsyncError) as failed:
+            with mcpsync.connect(url, mode=mode, auth=Unsendable(token), timeout=LONG):
+                pass
+    finally:
+        assert server.close(LONG)
+    assert "Authorization header cannot be sent" in str(failed.value), str(failed.value)
+    assert "at-secret" not in str(failed.value) and "at-secret" not in repr(failed.value.__cause__)
