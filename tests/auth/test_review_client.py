@@ -75,9 +75,8 @@ def test_the_client_names_a_header_it_cannot_send_without_quoting_its_value(toke
     server = Server("plain", shutdown_timeout=LONG)
     url = server.start_http("127.0.0.1", 0, threads=2).url
     try:
-        with pytest.raises(McpsyncError) as failed:
-            with mcpsync.connect(url, mode=mode, auth=Unsendable(token), timeout=LONG):
-                pass
+        with pytest.raises(McpsyncError) as failed, mcpsync.connect(url, mode=mode, auth=Unsendable(token), timeout=LONG):
+            pass
     finally:
         assert server.close(LONG)
     assert "Authorization header cannot be sent" in str(failed.value), str(failed.value)
