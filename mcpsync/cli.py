@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from ._serve_auth import auth_for, auth_options, upstream_credentials
+from ._stderr_log import PipeHandler, stderr_handler
 from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme, url_scheme
 from ._version import __version__
 from .transport.http_options import (
@@ -45,10 +46,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    """The root logger writes to stderr at `level`, through a handler that never makes a logging
+    thread wait on a host that does not read stderr (`mcpsync._stderr_log`)."""
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    for replaced in root.handlers:
+        if isinstance(replaced, PipeHandler):  # its writer thread is this module's to end
+            replaced.close()
+    root.handlers[:] = [stderr_handler(sys.stderr)]
     root.setLevel(level.upper())
 
 

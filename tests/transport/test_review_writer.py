@@ -229,7 +229,6 @@ server = Server("review", services=[service], shutdown_timeout={SHUTDOWN_TIMEOUT
 """
 
 
-@pytest.mark.xfail(strict=True, reason="review: stderr is written with no deadline: a host that does not read it keeps SIGTERM from ending mcpsync serve")
 def test_sigterm_ends_the_server_when_its_host_does_not_read_stderr(tmp_path: Path) -> None:
     """A host pipes the server's stderr and never reads it (or its log collector stalls), and a
     tool logs more than the pipe holds (200 lines of 1 KB; the pipe holds 64 KiB). The tool's
