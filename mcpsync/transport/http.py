@@ -322,27 +322,56 @@ class WsgiTransport:
 
     # -- before the body: what a request's head alone decides -------------------------------------
     def check_head(self, environ: dict[str, Any]) -> HeadAnswer | None:
-        """The answer to a request to the endpoint that its head alone decides (a token missing,
-        bad or without the endpoint's scopes; a foreign Host or Origin; a method it does not
-        serve; a shutdown), or None. mcpsync's own server calls it before it reads the body or
-        sends `100 Continue`, and sends the answer instead, so a caller refused here costs no
-        body (`WsgiServer(head_check=...)`). `__call__` then finds the principal checked here
-        (under any other WSGI server it checks the head itself, before it reads `wsgi.input`)."""
-        if normalize_path(environ.get("PATH_INFO", "")) != self.path or Cors.is_preflight(environ):
-            return None  # the metadata, the fallback's paths and a preflight have their own rules
+        """The answer to a request with a body that its head alone decides, or None to read the
+        body. mcpsync's own server calls it before it reads the body or sends `100 Continue`, and
+        sends the answer instead, so a request refused here costs no body (`WsgiServer(head_check=
+        ...)`), and no share of the server's body budget. For the paths this app answers itself:
+
+        - the endpoint: a token missing, bad or without the endpoint's scopes; a foreign Host or
+          Origin; a method it does not serve; a shutdown. A request let through is remembered
+          (`__call__` finds its principal; under any other WSGI server it checks the head itself,
+          before it reads `wsgi.input`);
+        - whatever cannot depend on its body, answered here whole: a path that is not the
+          endpoint's when there is no fallback (404), the metadata paths (405 for a method other
+          than GET and HEAD, else the metadata), and a CORS preflight (`OPTIONS` with `Origin`;
+          any other `OPTIONS` is the endpoint's 405 above). RFC 9110 (9.3.7) defines no use for
+          an OPTIONS body, and a browser never sends one on a preflight, so its answer is the one
+          it gets without a body; the body is left unread (the connection then closes), rather
+          than read for nothing, so it never takes any of the budget.
+
+        The fallback's paths are not the endpoint's to authenticate (it has its own rules, which
+        this app cannot know): its requests are let through (None) and their bodies are budgeted
+        like any other, so they are bounded by `max_buffered_bytes` too, but a fallback that takes
+        large bodies from anyone shares that budget with the endpoint's callers. Serve such an app
+        on a server of its own."""
+        path = normalize_path(environ.get("PATH_INFO", ""))
+        if path != self.path and path not in self._metadata_paths:
+            return None if self._fallback is not None else self._captured(environ)
+        if path != self.path or Cors.is_preflight(environ):
+            return self._captured(environ)
         try:
             self._check_rebinding(environ)
             principal = self._admit(environ, environ.get("REQUEST_METHOD", "GET").upper())
         except _Refused as refused:
-            answer: list[Any] = []
-            start_response: Callable[..., Any] = lambda status, headers, exc_info=None: answer.extend((status, headers))  # noqa: E731
+            return self._captured(environ, refused)
+        environ[_ADMITTED] = (self, principal)
+        return None
+
+    def _captured(self, environ: dict[str, Any], refused: _Refused | None = None) -> HeadAnswer:
+        """The answer as a `HeadAnswer`: `refused`'s, with the CORS headers of an allowed origin,
+        or else the app's own (`__call__`, which adds them itself) to a request whose answer
+        cannot depend on its body, none of which is read."""
+        written: list[Any] = []
+        start_response: Callable[..., Any] = lambda status, headers, exc_info=None: written.extend((status, headers))  # noqa: E731
+        if refused is None:  # a HEAD is answered the GET's head (the server sends no body for it)
+            asked = {**environ, "REQUEST_METHOD": "GET"} if environ.get("REQUEST_METHOD") == "HEAD" else environ
+            body = b"".join(self(asked, start_response))
+        else:
             allow_origin = None if self._cors is None else self._cors.allow_origin(environ)
             if allow_origin is not None:
                 start_response = Cors.wrap(start_response, allow_origin)
             body = b"".join(self._refused(start_response, refused))
-            return answer[0], answer[1], body
-        environ[_ADMITTED] = (self, principal)
-        return None
+        return written[0], written[1], body
 
     def _check_rebinding(self, environ: dict[str, Any]) -> None:
         refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
