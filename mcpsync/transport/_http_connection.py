@@ -18,7 +18,9 @@ fixed cap), the keep-alive timeout, or a stream's next keep-alive or request dea
 `Parkable` body (an event stream) is written without blocking: what the socket does not take
 waits in the connection's buffer, and no more is taken from the body until it drains; a client
 that takes nothing for `timeout` seconds is dropped. Closing a stream's body is how the
-transport learns that its client went away.
+transport learns that its client went away. What the client sends behind an open stream is not
+parsed until the stream ends (`PIPELINED_BYTES` of it kept), so no head behind a stream takes a
+share of the body budget while the stream lasts, when no deadline of its body runs.
 
 The head first: once a request's head is whole, and before any of its body is read or
 `100 Continue` sent, it becomes the request's environ, and a request that announces a body goes
@@ -57,6 +59,10 @@ request-answer loop sends its next one within this, and is then served without t
 hand-offs (loop, worker) a parked connection costs. Never after a partial request."""
 HIGH_WATER = 256 * 1024
 """Bytes of a stream waiting to be sent past which no more is taken from its body."""
+PIPELINED_BYTES = 16 * 1024
+"""Bytes a client may send behind an open stream (pipelined requests, which no MCP client sends)
+that are kept, unparsed, until the stream ends; past it what it sends is dropped, and the
+connection ends with the stream."""
 _ARMED, _BUSY, _CLOSED = 0, 1, 2
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -91,6 +97,7 @@ class Connection:
         self._eof = False
         self._stream: _Stream | None = None
         self._out = bytearray()  # a stream's bytes the socket has not taken yet
+        self._pipelined: bytearray | None = bytearray()  # sent behind the open stream; None: dropped
         self._last_progress = now
         self.deadline: float | None = None  # when a parked connection is due (the server's timers)
         self.scheduled_at: float | None = None  # its earliest live timer (guarded by the server's timer lock)
@@ -284,6 +291,12 @@ class Connection:
             return False
         if type(result) is not list and hasattr(result, "park") and not response.started:  # a Parkable
             response.claim()
+            if self._reader.ready or self._reader.in_request:
+                # pipelined behind it in the same read, and parsed (its budget taken) already: it
+                # would hold that for the stream's life, so it is dropped and its budget given back
+                self._reader.close()
+                self._pipelined = None
+                response.keep_alive = False  # the stream's head says so: the connection ends with it
             self._stream = _Stream(response, cast(Parkable, result))
             self._last_progress = time.monotonic()
             return False
@@ -380,12 +393,15 @@ class Connection:
             self._out += stream.response.frame(piece)
         self._flush(now)
         if stream.ended and not self._out:
-            keep_alive = stream.response.keep_alive
+            keep_alive = stream.response.keep_alive and self._pipelined is not None
             self._end_stream()
             if not keep_alive:
                 self._close_gracefully()
                 return False
             self._idle_since = now
+            pipelined, self._pipelined = self._pipelined, bytearray()
+            if pipelined:  # parsed only now, so a body behind the stream is budgeted, and timed, from now
+                self._reader.feed(bytes(pipelined))
             return True  # on to the next request
         if self._out and now - self._last_progress >= self._server.timeout:
             log.info("HTTP: dropped a stream whose client took nothing for %g s", self._server.timeout)
@@ -410,10 +426,11 @@ class Connection:
             self._last_progress = now
 
     def _peer_closed(self) -> bool:
-        """While a stream is open, what the client sends is kept for later (pipelining), and its
-        end of file means it went away."""
-        if self._reader.ready or self._reader.stopped:
-            return False  # enough kept: read no more until the stream ends
+        """While a stream is open, its end of file means the client went away; what it sends
+        before that (pipelined requests) is kept unparsed, up to `PIPELINED_BYTES`, for when the
+        stream ends. Why not parsed now: a head parsed takes its body's share of the server's
+        budget, and the body's deadlines run only between streams, so a request pipelined behind
+        a stream (and its body never sent) would hold that share for the stream's life."""
         try:
             data = self._sock.recv(RECV_SIZE)
         except BlockingIOError:
@@ -422,10 +439,13 @@ class Connection:
             return True
         if not data:
             return True
-        try:
-            self._reader.feed(data)
-        except Refusal:
-            return True  # garbage after a stream's request: end it
+        pipelined = self._pipelined
+        if pipelined is not None:
+            if len(pipelined) + len(data) <= PIPELINED_BYTES:
+                pipelined += data
+            else:
+                log.info("HTTP: a client sent more than %d bytes behind an open stream; dropped, and closing when the stream ends", PIPELINED_BYTES)
+                self._pipelined = None
         return False
 
     def _end_stream(self) -> None:
