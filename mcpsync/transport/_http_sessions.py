@@ -248,12 +248,22 @@ class SessionTable:
 
     def new(self, principal_key: str | None = None) -> HttpSession | None:
         """A session for an `initialize` by this caller (not yet in the table); None when the table
-        is full of sessions that may not give way to it. Makes room first: see the module docstring."""
+        is full of sessions that may not give way to it. Makes room first: see the module docstring.
+
+        The caller's own bound comes first, as in `Store.create_session`: a caller holding
+        `max_per_caller` sessions needs no new place in the table (at `add` one of its own gives
+        way, or it is refused `Creation.CALLER_FULL`, 429), so a full table neither refuses it
+        (503 would send it to wait for the server instead of ending its own sessions) nor loses
+        anyone else's session to it. Without `max_per_caller` (replicas sharing a store, whose
+        `create_session` checks the caller's bound before the shared one at `commit`) this
+        table of copies does not know the caller's bound, and refuses for being full as before."""
         with self._lock:
             now = self._clock()
             expired = self._expire_locked(now)
-            evicted = self._evict_locked(now, principal_key)
-            full = len(self._sessions) >= self._max
+            bound = self._max_per_caller
+            at_bound = bound is not None and principal_key is not None and self._held[principal_key] >= bound
+            evicted = [] if at_bound else self._evict_locked(now, principal_key)
+            full = not at_bound and len(self._sessions) >= self._max
             warn = full and not self._refusing
             self._refusing = full
         _end([(session, []) for session in expired], "the session expired")
