@@ -1,7 +1,7 @@
 """Review of issue 23 (what a caller spends before it is known): attacks that still get through.
 
-Each test is a strict xfail: it fails on today's main and says, in its docstring, what a user or an
-attacker sees. Over real sockets against mcpsync's own HTTP server (`Server.start_http`), with the
+Each test was a strict xfail, failing on the main of its review; its docstring says what a user or
+an attacker saw, and the fix. They pass now. Over real sockets against mcpsync's own HTTP server (`Server.start_http`), with the
 static tokens the body-budget tests use.
 """
 
@@ -34,7 +34,6 @@ def _post(path: str, length: int, *, token: str | None = None, method: str = "PO
     return request(method, path, headers=headers, host=False)
 
 
-@pytest.mark.xfail(strict=True, reason="review: a body to a path other than the endpoint is read and budgeted before anything checks its caller")
 @pytest.mark.parametrize(("method", "path", "extra"), [
     ("POST", "/elsewhere", ()),
     ("POST", METADATA_PATH + "/mcp", ()),
@@ -85,7 +84,6 @@ def _mcp(frame: dict[str, object], *, session: str | None = None, token: str = G
     return request("POST", "/mcp", headers=headers, body=body, host=False)
 
 
-@pytest.mark.xfail(strict=True, reason="review: a body pipelined behind an open stream is budgeted at its head and has no deadline while the stream lasts")
 def test_a_body_pipelined_behind_an_open_stream_gives_its_share_back_at_its_deadline() -> None:
     """A caller with a valid token opens its session's GET stream (or a 2026-07-28 listen) and, on
     the same connection, sends the head of a POST declaring a large body, and never the body.
@@ -142,7 +140,6 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 
 
-@pytest.mark.xfail(strict=True, reason="review: a caller at its own bound in a full table is told 503 (server full), not 429 (its own sessions)")
 def test_a_caller_at_its_bound_is_told_429_even_when_the_table_is_full() -> None:
     """A caller holds its bound of sessions (2 here), both in use; another caller holds the last
     place of the table (3). The first caller's next `initialize` is refused, rightly, but with 503
