@@ -46,7 +46,9 @@ a GET with 503), the subscriptions, the sessions (503 for one more `initialize`)
 Before the body: everything the head decides (the token, the Host and Origin, the method) is
 checked before `wsgi.input` is read, so a caller refused costs no body under any WSGI server; and
 under mcpsync's own, `check_head` is called before the body is even received or `100 Continue`
-sent (the server sends its answer and closes), and the bodies held at once are bounded there.
+sent (the server sends its answer and closes), and the bodies held at once are bounded there. A
+body to this app's other paths (404, the metadata, a CORS preflight) is never read there either:
+their answers do not depend on it. The fallback's requests are the fallback's (`check_head`).
 
 Threads: besides the WSGI server's own, only the executor's workers, joined by `shutdown()`.
 
