@@ -7,7 +7,7 @@ docs/dev/benchmarks.rst):
 - a server whose tool fails one call in fifty (HTTP 200, a result with isError) makes the run exit 1
   and says what failed: the check is on every response, not on a sample;
 - a server that refuses the call (HTTP 400: it has no `echo` tool) likewise, in both eras;
-- no wrk: exit 2 and a sentence, not a traceback;
+- no wrk: exit 2 and a sentence, not a traceback; the Python driver's options likewise;
 - `--auth`: the JWT-protected servers with real RS256 tokens against the bench's own loopback JWKS,
   every request valid, both ratio tables; without PyJWT it says what is missing and exits 2.
 """
@@ -133,6 +133,13 @@ def test_without_wrk_it_says_so(bounded: Any, tmp_path: Path) -> None:
     done = bounded(args, timeout=60, env=base_env(), cwd=REPO_ROOT)
     assert done.returncode == 2, f"{done.stdout}\n{done.stderr}"
     assert "install Debian's wrk" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_python_drivers_options_say_where_they_went(bounded: Any) -> None:
+    for gone in (["--requests", "2000"], ["--driver-procs", "4"]):
+        done = bounded([sys.executable, str(BENCH), *gone], timeout=60, env=base_env(), cwd=REPO_ROOT)
+        assert done.returncode == 2, f"{done.stdout}\n{done.stderr}"
+        assert "went with the Python driver: wrk runs for --duration seconds" in done.stderr, done.stderr
 
 
 def test_a_quick_auth_run_is_valid_and_reports_both_ratios(bounded: Any, tmp_path: Path) -> None:
