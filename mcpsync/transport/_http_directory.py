@@ -46,6 +46,7 @@ the bus's reconnect tell every local listener that every list changed (its level
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import os
 import threading
@@ -255,6 +256,9 @@ class SharedDirectory:
         # the store answers (module docstring).
         self._owed: collections.OrderedDict[bytes, tuple[str | None, str]] = collections.OrderedDict()
         self._owed_lock = threading.Lock()
+        # Ids of this replica's changes (`Store.append_events`): unique across replicas by the
+        # prefix, and made without a system call on the path of every change.
+        self._change_ids = map(f"{os.urandom(8).hex()}-{{}}".format, itertools.count())
         self._keep_interval = min(ttl / 3, 60.0) if keep_interval is None else keep_interval
         # A busy session (a request in flight, a GET stream) is loaded by its replica's keeper every
         # keep_interval, and one in use by its requests at least every recheck: one not loaded for
@@ -351,7 +355,7 @@ class SharedDirectory:
         resync into the logs of the streams held here; then the streams held here read their logs.
         A change the store cannot take now is owed (the module docstring), with the id it was
         first tried under, so a retry of an append that ran after all is not logged twice."""
-        changes = [(frame, _change_id()) for frame in frames]
+        changes = [(frame, next(self._change_ids)) for frame in frames]
         appended = 0
         try:
             if origin == LOCAL:
@@ -382,7 +386,7 @@ class SharedDirectory:
                 self._owed.pop(frame, None)
                 self._owed[frame] = (uri, change)
             if len(self._owed) > MAX_OWED:  # too much to keep: every list may have changed
-                self._owed = collections.OrderedDict((frame, (None, _change_id())) for frame in RESYNC_FRAMES)
+                self._owed = collections.OrderedDict((frame, (None, next(self._change_ids))) for frame in RESYNC_FRAMES)
         self._wake.set()
 
     def _settle_owed(self) -> None:
@@ -549,11 +553,6 @@ class SharedDirectory:
             return
         if jsonrpc.is_request_id(request_id):
             _cancel_inflight(self.table, owner, request_id)
-
-
-def _change_id() -> str:
-    """An id for one change, chosen before its first append (`Store.append_events`'s `change`)."""
-    return os.urandom(12).hex()
 
 
 def _wants(subscribed: frozenset[str], uri: str) -> bool:
