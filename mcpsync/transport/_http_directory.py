@@ -36,7 +36,8 @@ Failures: a store that cannot be reached raises `StoreUnavailable` from `create`
 `SharedSession` is undone and answered the same way (`SessionStoreDown`). A change that cannot be
 appended is logged (once per outage) and owed: the replica that made it keeps it (up to
 `MAX_OWED` changes, else one resync of every list), its keeper appends it to the logs of the sessions
-it concerns once the store answers again (trying every `OWED_RETRY` seconds), and tells every replica
+it concerns once the store answers again (trying every `OWED_RETRY` seconds, under the change id
+of its first try, so an append that timed out but ran is not logged twice), and tells every replica
 on the bus (`EVENTS_CHANNEL`) to read its streams' logs. So a change made while the store was frozen
 or away, with the bus none the wiser, still reaches the handshake-era GET streams on every replica,
 late (the 2026-07-28 listens, fed by the bus, got it at once). An outage of Redis itself also makes
