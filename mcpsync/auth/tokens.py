@@ -42,6 +42,9 @@ __all__ = ["TokenError", "TokenSet", "authorization_url", "client_fields", "exch
 
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 """RFC 6750 section 2.1's b64token: what a Bearer token may be, so it can go in a header as is."""
+_VSCHARS = re.compile(r"[\x20-\x7e]+")
+"""RFC 6749 appendix A.17: what a refresh token may be. It travels in a form body, never a header,
+so any visible ASCII character (a space, a quote) is fine there; only control and non-ASCII ones are not."""
 
 
 class TokenError(OAuthError):
@@ -197,17 +200,20 @@ def parse_token_answer(body: Any, issuer: str | None, *, clock: Callable[[], flo
     """A token endpoint's JSON answer as a `TokenSet` (RFC 6749 section 5.1).
 
     Raises:
-        TokenError: no access token, not a Bearer one, an access or refresh token that is not an
-            RFC 6750 b64token (it could not be sent in an `Authorization` header, or would smuggle
-            another header into it), or an `expires_in` that is no lifetime.
+        TokenError: no access token, not a Bearer one, an access token that is not an RFC 6750
+            b64token (it could not be sent in an `Authorization` header, or would smuggle another
+            header into it), a refresh token with a control or non-ASCII character (RFC 6749's
+            VSCHARs only), or an `expires_in` that is no lifetime.
     """
     if not isinstance(body, dict) or not isinstance(body.get("access_token"), str) or not body["access_token"]:
         raise TokenError(f"the token endpoint {safe_url(where)} answered no access_token")
-    for name in ("access_token", "refresh_token"):
-        value = body.get(name)
-        if isinstance(value, str) and value and _B64TOKEN.fullmatch(value) is None:  # never quoted: it may be a secret
-            raise TokenError(f"the token endpoint {safe_url(where)} answered an unusable {name}: not an RFC 6750 b64token "
-                             "(a Bearer token must be letters, digits and -._~+/ with = at the end)")
+    if _B64TOKEN.fullmatch(body["access_token"]) is None:  # never quoted: it is a secret
+        raise TokenError(f"the token endpoint {safe_url(where)} answered an unusable access_token: not an RFC 6750 b64token "
+                         "(a Bearer token must be letters, digits and -._~+/ with = at the end)")
+    refresh = body.get("refresh_token")
+    if isinstance(refresh, str) and refresh and _VSCHARS.fullmatch(refresh) is None:
+        raise TokenError(f"the token endpoint {safe_url(where)} answered an unusable refresh_token: "
+                         "not visible ASCII (RFC 6749 appendix A.17)")
     token_type = body.get("token_type")
     if not isinstance(token_type, str) or token_type.lower() != "bearer":
         raise TokenError(f"the token endpoint {safe_url(where)} issued a token of type {str(token_type)[:20]!r}, not Bearer")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,21 @@ def test_the_client_names_a_header_it_cannot_send_without_quoting_its_value(toke
         assert server.close(LONG)
     assert "Authorization header cannot be sent" in str(failed.value), str(failed.value)
     assert "at-secret" not in str(failed.value) and "at-secret" not in repr(failed.value.__cause__)
+
+
+@pytest.mark.parametrize(("refresh", "usable"), [
+    ("rt with spaces and \"quotes\"", True),  # RFC 6749 A.17: any visible ASCII; it travels in a form body
+    ("rt\r\nX-Injected: 1", False),
+    ("rt-\u00e9", False),
+])
+def test_a_refresh_token_may_be_any_visible_ascii_and_nothing_else(refresh: str, usable: bool) -> None:
+    from mcpsync.auth.tokens import TokenError, parse_token_answer
+
+    answer = {"access_token": "at-0123456789", "token_type": "Bearer", "refresh_token": refresh}
+    options: dict[str, Any] = {"clock": lambda: 0.0, "scopes": ("mcp:tools",), "resource": "http://127.0.0.1:1/mcp", "where": "http://127.0.0.1:1/token"}
+    if usable:
+        assert parse_token_answer(answer, "http://127.0.0.1:1", **options).refresh_token == refresh
+    else:
+        with pytest.raises(TokenError, match="unusable refresh_token") as refused:
+            parse_token_answer(answer, "http://127.0.0.1:1", **options)
+        assert refresh not in str(refused.value)
