@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import McpsyncError
 from .content import ToolError
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ class ArgumentValidator:
             raise InvalidArguments(problem.describe(f"Invalid arguments for {self._what}"), problem.field)
 
 
-class FieldErrors(ValueError):
+class FieldErrors(McpsyncError, ValueError):
     """Why a parameter's type refused a value: the first few (path, message) pairs, each bounded,
     and how many there were in all. For types that validate themselves (pydantic's), whose
     messages are theirs; `str()` is `describe("Invalid value")`.
