@@ -130,6 +130,10 @@ CHANNEL_CAPACITY = 256
 RETRY_MS = 1000
 """The `retry` of a resumable stream's priming event: how long a client waits before reconnecting."""
 STORE_DOWN = "Service Unavailable: the session store cannot be reached; retry"
+GET_TAKEOVER_WAIT = 2.0
+"""Seconds a GET that resumes (`Last-Event-ID`) waits for the session's stream to end by itself:
+its client lost it, and this server sees the connection close a moment later. A stream still
+there past it is another client's, and the resume is refused 409."""
 
 RespondNow = Callable[[str, list[tuple[str, str]], bytes], bool]
 _ADMITTED = "mcpsync.admitted"
@@ -273,6 +277,7 @@ class WsgiTransport:
         # Guards everything below, and orders acks before changes. Re-entrant: answering an exchange
         # runs callbacks (`_forget`) that take it.
         self._lock = threading.RLock()
+        self._stream_ended = threading.Condition(self._lock)  # a GET stream let its session go
         self._listens: dict[Exchange, Subscription] = {}
         self._streams = 0  # open listens and GET streams
         # Requests running inline, while their WSGI thread is inside the engine: the server's way
@@ -496,6 +501,12 @@ class WsgiTransport:
         with self._lock:
             if self._closing:
                 raise _Refused(503, SHUTTING_DOWN)
+            if owner.streaming and last_event_id is not None:
+                # A resume: its client has lost the stream, which this server may not have noticed
+                # yet (the close is seen a moment later); wait a little for it to end by itself.
+                self._stream_ended.wait_for(lambda: not owner.streaming or self._closing, GET_TAKEOVER_WAIT)
+                if self._closing:
+                    raise _Refused(503, SHUTTING_DOWN)
             if owner.streaming:
                 raise _Refused(409, "Conflict: this session's GET stream is already open")
             if self._streams >= self._max_streams:
@@ -809,6 +820,7 @@ class WsgiTransport:
         with self._lock:
             owner.streaming = False
             self._streams -= 1
+            self._stream_ended.notify_all()
         self._directory.stream_closed(owner)
 
     # -- list changes ----------------------------------------------------------------------------

@@ -514,3 +514,28 @@ def test_while_the_bus_is_down_every_request_loads_its_session() -> None:
         assert store.loads == loads + 3  # what the bus would have said may be lost
     finally:
         server.close(LONG)
+
+
+def test_a_resume_waits_for_the_lost_stream_to_end_and_a_live_one_still_gets_409() -> None:
+    """A client that lost its GET stream resumes at once, maybe before this server has seen the old
+    connection close: the resume waits (up to GET_TAKEOVER_WAIT) for the stream to end by itself and
+    gets what it missed. A stream whose client still holds it is not taken over: 409, after the wait."""
+    server = Server("alone", services=[service(Asked())])
+    replica = Replica(server)
+    try:
+        session = replica.initialize()
+        first = SseStream(replica.get(session))
+        assert first.next()[1] is None
+        server.refresh_tools()
+        seen, _ = first.message()
+        live = replica.get(session, last_event_id=seen)  # the first stream is still read: not lost
+        assert live.status == 409
+        live.read()
+        server.refresh_prompts()
+        first.close()  # lost now; the resume below may come before the server sees it
+        resumed = SseStream(replica.get(session, last_event_id=seen))
+        assert resumed.next() == (seen, None)
+        assert resumed.message()[1]["method"] == "notifications/prompts/list_changed"
+        resumed.close()
+    finally:
+        server.close(LONG)
