@@ -61,13 +61,17 @@ class Poller:
             pass  # full: the loop is being woken anyway
 
     def _drain_wake(self) -> None:
+        # Drained, then marked unwoken, under the lock wake() marks it under: were the flag cleared
+        # first, a wake() between the two would write its byte only for this drain to eat it,
+        # leaving the flag set and the pipe empty, and every later wake() would be dropped. A wake()
+        # that comes after the drain writes its byte again: at worst one spurious wake.
         with self._lock:
-            self._woken = False
-        try:
-            while os.read(self._wake_r, 4096):
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except OSError:
                 pass
-        except OSError:
-            pass
+            self._woken = False
 
     def close(self) -> None:
         with self._lock:

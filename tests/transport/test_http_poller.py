@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,3 +105,42 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout(served: tuple[WsgiS
         assert received.startswith(b"HTTP/1.1 200") and received.endswith(b"hello")
     finally:
         client.close()
+
+
+class _LockThatWakes:
+    """The poller's lock, which once armed calls `then` right after its next release: a wake()
+    from another thread landing just there, in the middle of the loop's drain of the wake-up pipe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.then: Any = None
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        then, self.then = self.then, None
+        if then is not None:
+            then()
+
+
+@pytest.mark.parametrize("kind", [EpollPoller, QueuedPoller], ids=["epoll", "queued"])
+def test_a_wake_that_lands_while_the_loop_drains_the_last_one_is_never_lost(kind: type[EpollPoller | QueuedPoller]) -> None:
+    """`stop()`, a nearer deadline and a lingering close each wake the loop; a wake that came while
+    the loop was draining the previous one once left the poller marked woken with nothing in its
+    pipe, so every later wake() was dropped and the loop slept until its next timer (up to 60 s):
+    a server that did not stop."""
+    poller = kind()
+    lock = _LockThatWakes()
+    poller._lock = lock  # type: ignore[assignment]
+    try:
+        poller.wake()
+        lock.then = poller.wake  # inside the drain that wait() is about to do
+        assert poller.wait(0) == []
+        poller.wake()  # say, stop()
+        began = time.monotonic()
+        poller.wait(LONG)
+        assert time.monotonic() - began < LONG / 2, "the wake was lost: wait() ran to its timeout"
+    finally:
+        poller.close()
