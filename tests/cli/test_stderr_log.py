@@ -92,7 +92,9 @@ def test_a_stderr_nobody_reads_costs_lines_never_a_wait_and_the_loss_is_counted(
         expected += 1
         kept += 1
     assert expected == BURST and 0 < kept < BURST and notices >= 1
-    assert NOTICE.fullmatch(lines[-3]), "the count of the last drops precedes the next line"
+    last = LINE.fullmatch(lines[-3])
+    if last is None or int(last[1]) != BURST - 1:  # the burst ended in drops (the usual case; a busy reader may keep its end)
+        assert NOTICE.fullmatch(lines[-3]), "the count of the last drops precedes the next line"
 
 
 def test_a_reader_that_keeps_up_loses_nothing() -> None:
