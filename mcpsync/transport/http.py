@@ -75,6 +75,7 @@ from ..engine.operations import update_scopes
 from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
 from ..engine.session import Session
 from ..engine.single_use import RequestStateUnchecked
+from ..httpd.server import RESPOND_NOW
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
 from ..protocol.methods import MODERN_ONLY_METHODS
@@ -102,7 +103,6 @@ from ._http_rules import (
 from ._http_sessions import FULL_RETRY_AFTER, HttpSession, SessionTable, Told
 from ._http_stream import CLOSED, RELEASE, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
 from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
-from ._wsgi_server import RESPOND_NOW
 from .http_options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_SESSIONS,

@@ -1,4 +1,4 @@
-"""The HTTP transport's defaults and the WSGI application type, in a module that imports nothing.
+"""The MCP HTTP endpoint's defaults, and the HTTP server's handed on, in a module that loads no transport.
 
 Strategy: `Server.wsgi_app/start_http/serve_http` and the `mcpsync serve` options name these in
 their signatures and help, and importing them must not load the transport itself (sockets,
@@ -8,34 +8,22 @@ is written once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from ..httpd.options import DEFAULT_MAX_BUFFERED_BYTES as DEFAULT_MAX_BUFFERED_BYTES
+from ..httpd.options import DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS
+from ..httpd.options import DEFAULT_THREADS as DEFAULT_THREADS
+from ..httpd.options import HeadAnswer as HeadAnswer
+from ..httpd.options import HeadCheck as HeadCheck
+from ..httpd.options import WsgiApp as WsgiApp
 
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_REQUEST_TIMEOUT = 300.0
 DEFAULT_MAX_STREAMS = 256
 DEFAULT_SESSION_TIMEOUT = 1800.0
 DEFAULT_MAX_SESSIONS = 1024
-DEFAULT_THREADS = 64
-"""Requests mcpsync's own HTTP server reads, runs or writes at once, a worker thread each."""
-DEFAULT_MAX_CONNECTIONS = 10_000
-"""Connections mcpsync's own HTTP server holds open at once (capped below the descriptor limit)."""
-DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
-"""Request-body bytes mcpsync's own HTTP server holds at once, across all connections (a request
-that would take more is refused 503 with Retry-After before its body is sent)."""
 DEFAULT_SERVED_MAX_STREAMS = 8_000
 """Open streams (listens and GET streams) under mcpsync's own HTTP server, where a stream holds no
 thread; `DEFAULT_MAX_STREAMS` is the WSGI app's default under other servers, where each holds one."""
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-"""A WSGI application (PEP 3333): called with the environ and `start_response`."""
-
-HeadAnswer = tuple[str, list[tuple[str, str]], bytes]
-"""A whole response: the status line ("401 Unauthorized"), the headers and the body."""
-HeadCheck = Callable[[dict[str, Any]], "HeadAnswer | None"]
-"""Called by mcpsync's own HTTP server with the environ of a request whose head has arrived and
-whose body has not been read: None to read the body and run the application, or the answer to
-send instead (the connection then closes and the body is never read)."""
 DEFAULT_MAX_SESSIONS_PER_CALLER = 32
 """Handshake-era sessions one caller (`Principal.key`) holds at once, across replicas. Well below
 `DEFAULT_MAX_SESSIONS` (1024), so one token cannot fill the table: a person's clients, tabs and

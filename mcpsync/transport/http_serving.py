@@ -1,6 +1,6 @@
 """`mcpsync serve --http`: the WSGI transport hosted by mcpsync's own HTTP/1.1 server.
 
-Strategy: `HttpServing` owns one `WsgiServer` (`_wsgi_server`), whose accept loop runs on a thread
+Strategy: `HttpServing` owns one `WsgiServer` (`mcpsync.httpd`), whose accept loop runs on a thread
 of its own (`mcpsync-http-server`), and the `WsgiTransport` it serves. Stopping is ordered: the
 transport first (listens get their `complete` result, streams end, running requests are
 answered), so every connection is free to finish its response, then the server itself. A
@@ -16,7 +16,7 @@ import select
 import threading
 from typing import Any
 
-from ._wsgi_server import DEFAULT_TIMEOUT, WsgiServer
+from ..httpd.server import DEFAULT_TIMEOUT, WsgiServer
 from .http import WsgiTransport
 from .http_options import DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS
 

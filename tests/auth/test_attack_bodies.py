@@ -35,7 +35,7 @@ from mcpsync.auth.static import StaticTokens
 from mcpsync.transport.http_serving import HttpServing
 
 from .._timeouts import LONG
-from ..transport.raw_http import RawClient, Reply, Servers, request
+from ..httpd.raw_http import RawClient, Reply, Servers, request
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from mcpsync.transport import _wsgi_server
-from mcpsync.transport._http_poller import EpollPoller, QueuedPoller
+from mcpsync.httpd import server as httpd_server
+from mcpsync.httpd._poller import EpollPoller, QueuedPoller
 from mcpsync.transport._http_stream import Channel, SseBody
-from mcpsync.transport._wsgi_server import WsgiServer
+from mcpsync.httpd.server import WsgiServer
 
 from .._timeouts import LONG
 
@@ -41,7 +41,7 @@ class StreamApp:
 
 @pytest.fixture(params=[EpollPoller, QueuedPoller], ids=["epoll", "queued"])
 def served(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[WsgiServer, StreamApp]]:
-    monkeypatch.setattr(_wsgi_server, "new_poller", request.param)
+    monkeypatch.setattr(httpd_server, "new_poller", request.param)
     app = StreamApp()
     server = WsgiServer(app, "127.0.0.1", 0, threads=2, idle_timeout=0.3)
     loop = threading.Thread(target=server.serve, name="test-http-loop")

@@ -38,14 +38,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
-from ._http_parse import ParsedRequest, Refusal, RequestHead, RequestReader
-from ._http_poller import READ, WRITE
-from ._wsgi_response import BadResponse, Parkable, Response, _Gone, check_sendable, closing_response, plain_response
-
-if TYPE_CHECKING:
-    from ._wsgi_server import WsgiServer
+from ._budget import BodyBudget
+from ._parse import ParsedRequest, Refusal, RequestHead, RequestReader
+from ._poller import READ, WRITE, Poller
+from ._response import BadResponse, Clock, Parkable, Response, _Gone, check_sendable, closing_response, plain_response
+from .options import HeadCheck, WsgiApp
 
 log = logging.getLogger("mcpsync")
 
@@ -67,6 +66,39 @@ _ARMED, _BUSY, _CLOSED = 0, 1, 2
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
+class Host(Protocol):
+    """What a connection needs of the server that holds it (`WsgiServer` is one): its settings,
+    its clock and poller, its workers and timers, and where a closing connection goes. A protocol,
+    so the connection names no server class and the server imports the connection, not the other
+    way round."""
+
+    app: WsgiApp
+    head_check: HeadCheck | None
+    timeout: float
+    idle_timeout: float
+    min_body_rate: float
+    body_timeout: float
+    max_body_bytes: int
+    body_budget: BodyBudget
+    base_environ: dict[str, Any]
+    clock: Clock
+    poller: Poller
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def workers_to_spare(self) -> bool: ...
+
+    def submit(self, job: Any) -> bool: ...
+
+    def schedule(self, connection: Connection, due: float) -> None: ...
+
+    def release(self, connection: Connection) -> None: ...
+
+    def linger(self, sock: socket.socket) -> None: ...
+
+
 class _Stream:
     __slots__ = ("response", "body", "ended")
 
@@ -79,7 +111,7 @@ class _Stream:
 class Connection:
     """One client connection (see the module's docstring for who holds it when)."""
 
-    def __init__(self, server: WsgiServer, sock: socket.socket, address: Any, now: float) -> None:
+    def __init__(self, server: Host, sock: socket.socket, address: Any, now: float) -> None:
         self._server = server
         self._sock = sock
         self.fd = sock.fileno()

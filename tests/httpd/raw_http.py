@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from mcpsync.transport._wsgi_server import WsgiServer
+from mcpsync.httpd.server import WsgiServer
 
 from .._timeouts import LONG
 

@@ -1,6 +1,6 @@
 """The request-body bytes `WsgiServer` holds at once, across every connection: one budget.
 
-Why: the server reads each body whole before the application runs (`_http_parse`), so what one
+Why: the server reads each body whole before the application runs (`_parse`), so what one
 request may hold (`max_body_bytes`) times the connections it may hold (`max_connections`) would
 be its memory, unless the total is bounded too. A body takes its share when the request's head
 has passed the application's head check (`WsgiServer(head_check=...)`, e.g. its authentication),

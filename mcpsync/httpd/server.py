@@ -3,8 +3,8 @@
 Why our own loop: an MCP POST is one small JSON body in and one out, so the server's own work
 decides the request rate (cheroot spent about 200 µs of CPU on each; the official SDK's uvicorn
 parses in C), and a server on a network must not give a thread to every client that connects:
-slow, idle and listening clients would hold them all. Parsing is httptools' (`_http_parse`); the
-connection's life is `_http_connection`'s; this module owns the sockets, the workers and time.
+slow, idle and listening clients would hold them all. Parsing is httptools' (`_parse`); the
+connection's life is `_connection`'s; this module owns the sockets, the workers and time.
 
 Strategy: one loop thread (the caller of `serve()`) waits on a `Poller` (epoll) for the listening
 socket, every connection that waits, and the nearest deadline. It accepts connections itself,
@@ -26,7 +26,7 @@ Nothing is spent on a body before its head is accepted: `head_check(environ)` (t
 own, e.g. `WsgiTransport.check_head`, which authenticates) is called once the head of a request
 with a body has arrived, before any of the body is read or `100 Continue` sent, and an answer it
 returns is sent instead, ending the connection. The bodies read at once, across connections, are
-bounded by `max_buffered_bytes` (`_http_budget`: past it a request is refused 503 at its head).
+bounded by `max_buffered_bytes` (`_budget`: past it a request is refused 503 at its head).
 
 Answering from another thread: `environ["mcpsync.respond_now"]` (`RESPOND_NOW`) writes a whole
 response from the calling thread, for an application whose own thread is stuck (a shutdown
@@ -52,12 +52,12 @@ import time
 from typing import Any
 
 from .._pool import WorkerPool
-from ._http_budget import BodyBudget
-from ._http_connection import RESPOND_NOW, Connection
-from ._http_parse import MAX_HEAD_BYTES, MAX_HEADERS
-from ._http_poller import READ, new_poller
-from ._wsgi_response import Clock, plain_response
-from .http_options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, HeadCheck, WsgiApp
+from ._budget import BodyBudget
+from ._connection import RESPOND_NOW, Connection
+from ._parse import MAX_HEAD_BYTES, MAX_HEADERS
+from ._poller import READ, new_poller
+from ._response import Clock, plain_response
+from .options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, HeadCheck, WsgiApp
 
 __all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "RESPOND_NOW", "WsgiServer"]
 

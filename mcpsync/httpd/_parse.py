@@ -47,7 +47,7 @@ import httptools
 from httptools import HttpParserError, HttpParserInvalidMethodError, HttpParserInvalidURLError, HttpParserUpgrade
 
 from ..errors import McpsyncError
-from ._http_budget import RETRY_AFTER, BodyBudget
+from ._budget import RETRY_AFTER, BodyBudget
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100

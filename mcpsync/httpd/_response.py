@@ -58,7 +58,7 @@ class Writer(Protocol):
 
 
 class Parkable(Protocol):
-    """A WSGI body that can wait for its next piece without a thread (`_http_stream.SseBody`):
+    """A WSGI body that can wait for its next piece without a thread (an event stream):
     the server calls `take` while it returns pieces, then `park`, and `take` again once woken or
     at the time `park` returned. Iterating it instead (another WSGI server) blocks, as usual."""
 

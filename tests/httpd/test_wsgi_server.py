@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from mcpsync.transport._wsgi_server import MAX_HEAD_BYTES, MAX_HEADERS, RESPOND_NOW, WsgiServer
+from mcpsync.httpd.server import MAX_HEAD_BYTES, MAX_HEADERS, RESPOND_NOW, WsgiServer
 
 from .._timeouts import LONG
 from .raw_http import Servers, chunked, chunked_post, request

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from mcpsync.transport._wsgi_server import MAX_HEAD_BYTES, MAX_HEADERS
+from mcpsync.httpd.server import MAX_HEAD_BYTES, MAX_HEADERS
 
 from .._timeouts import LONG
 from .raw_http import Closed, RawClient, Reply, Servers, chunked, request
