@@ -26,7 +26,7 @@ from gunicorn.errors import AppImportError, HaltServer  # type: ignore[import-un
 
 from . import gunicorn as hooks
 from .errors import McpsyncError
-from .transport.http_options import WsgiApp
+from .transport.http.options import WsgiApp
 
 __all__ = ["GRACEFUL_TIMEOUT", "KEEPALIVE", "HaltServer", "LoadFailed", "ProcessesApplication"]
 

@@ -20,7 +20,8 @@ from ._serve_auth import auth_for, auth_options, upstream_credentials
 from ._stderr_log import PipeHandler, stderr_handler
 from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme, url_scheme
 from ._version import __version__
-from .transport.http_options import (
+from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from .transport.http.options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
@@ -32,7 +33,7 @@ from .transport.http_options import (
     DEFAULT_THREADS,
     WsgiApp,
 )
-from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, DEFAULT_WRITE_TIMEOUT
+from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT
 
 if TYPE_CHECKING:
     from .client import ClientSession

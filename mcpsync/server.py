@@ -27,8 +27,9 @@ from .engine.engine import Engine
 from .engine.interceptors import Interceptor
 from .engine.session import Session
 from .errors import McpsyncError
+from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from .protocol.versions import Era
-from .transport.http_options import (
+from .transport.http.options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
@@ -40,8 +41,8 @@ from .transport.http_options import (
     DEFAULT_THREADS,
     WsgiApp,
 )
-from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, DEFAULT_WRITE_TIMEOUT, StdioServer
-from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
+from .transport.lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
+from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT, StdioServer
 
 if TYPE_CHECKING:
     from .auth.credentials import HttpCredentials
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from .bus import Bus
     from .bus.store import Store
     from .gateway.remote import RemoteSource
-    from .transport.http import WsgiTransport
-    from .transport.http_serving import HttpServing
+    from .transport.http.endpoint import WsgiTransport
+    from .transport.http.serving import HttpServing
 
 log = logging.getLogger("mcpsync")
 
@@ -626,7 +627,7 @@ class Server:
         make_app: Callable[[Callable[[], None]], WsgiTransport],
     ) -> HttpServing:
         """mcpsync's HTTP server (not started) for the app `make_app(on_stopped)` returns."""
-        from .transport.http_serving import HttpServing
+        from .transport.http.serving import HttpServing
 
         serving: HttpServing | None = None
         app = make_app(lambda: self._unregister(serving))
@@ -665,7 +666,7 @@ class Server:
         shutdown_timeout: float | None,
     ) -> WsgiTransport:
         """The one place a `WsgiTransport` is made: what was not given is this server's."""
-        from .transport.http import WsgiTransport
+        from .transport.http.endpoint import WsgiTransport
 
         return WsgiTransport(
             self.engine,

@@ -32,7 +32,7 @@ import pytest
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
 from mcpsync.auth.static import StaticTokens
-from mcpsync.transport.http_serving import HttpServing
+from mcpsync.transport.http.serving import HttpServing
 
 from .._timeouts import LONG
 from ..httpd.raw_http import RawClient, Reply, Servers, request

@@ -38,7 +38,7 @@ from mcpsync.auth.jwt import JwtVerifier
 from mcpsync.bus import MemoryBus, MemoryStore, RedisBus
 from mcpsync.bus.redis_store import RedisStore
 from mcpsync.bus.store import Creation
-from mcpsync.transport._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
+from mcpsync.transport.http._sessions import EVICTION_GRACE, HttpSession, SessionTable
 
 from .._timeouts import LONG
 from ..bus.redis_server import RedisServer

@@ -26,7 +26,7 @@ from mcpsync.engine.engine import Engine
 from mcpsync.engine.request_state import RequestStateSealer
 from mcpsync.protocol.jsonrpc import McpError
 from mcpsync.protocol.versions import META_SERVER_INFO
-from mcpsync.transport._cancellation import Cancellable
+from mcpsync.transport.lifecycle.cancellation import Cancellable
 from tests._timeouts import LONG
 from tests.helpers import SERVER_INFO, EngineHarness, FakeExchange
 

@@ -14,7 +14,7 @@ import pytest
 
 from mcpsync.httpd import server as httpd_server
 from mcpsync.httpd._poller import EpollPoller, QueuedPoller
-from mcpsync.transport._http_stream import Channel, SseBody
+from mcpsync.transport.http._stream import Channel, SseBody
 from mcpsync.httpd.server import WsgiServer
 
 from .._timeouts import LONG

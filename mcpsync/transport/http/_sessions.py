@@ -69,7 +69,7 @@ refused. Sessions end outside the table's lock, since failing an ask runs its ca
 GET-stream events carry ids (`Event`), so a client that reconnects with `Last-Event-ID` is sent
 what it missed. Here, in one process, each session keeps its newest events in a ring beside the
 channel (`offer`, `resume`); where replicas share a store, the store's log plays that part and this
-table holds only the process's copies of the sessions it serves (`_http_directory`).
+table holds only the process's copies of the sessions it serves (`_directory`).
 
 Lock order: the transport sets `HttpSession.streaming` under its own lock, and the setter takes
 the table's; the table therefore never calls out while it holds its lock.
@@ -86,12 +86,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from ..bus.store import Creation
-from ..engine.session import Session
-from ..protocol.sse import event_number
-from ._asks import PendingAsks
-from ._http_stream import Channel, Event, Exchange
-from .subscriptions import updated_uri
+from ...bus.store import Creation
+from ...engine.session import Session
+from ...protocol.sse import event_number
+from ..lifecycle.asks import PendingAsks
+from ..lifecycle.subscriptions import updated_uri
+from ._stream import Channel, Event, Exchange
 
 log = logging.getLogger("mcpsync")
 
@@ -160,7 +160,7 @@ class HttpSession:
         self.feed_lock = threading.Lock()
         self.cursor: str | None = None
         self.sent: str | None = None  # the id of the last event its GET stream wrote
-        self.checked_until = 0.0  # a shared session's copy is trusted until then (`_http_directory`)
+        self.checked_until = 0.0  # a shared session's copy is trusted until then (`_directory`)
         self._recent: collections.deque[Event] = collections.deque(maxlen=capacity)
         self._count = 0
         self._streaming = False

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._http_rules import header
+from ._rules import header
 
 METHODS = "GET, POST, DELETE"
 EXPOSED = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"

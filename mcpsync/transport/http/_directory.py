@@ -57,15 +57,15 @@ from typing import Any
 
 import ujson
 
-from ..bus import Bus
-from ..bus.store import Creation, SessionRecord, Store, StoreUnavailable
-from ..engine.session import Session
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, McpError, Response
-from ..protocol.versions import Era
-from ._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
-from ._http_stream import Event, Final
-from .subscriptions import LOCAL, REMOTE, RESYNC, uri_covers
+from ...bus import Bus
+from ...bus.store import Creation, SessionRecord, Store, StoreUnavailable
+from ...engine.session import Session
+from ...protocol import jsonrpc
+from ...protocol.jsonrpc import ErrorCode, McpError, Response
+from ...protocol.versions import Era
+from ..lifecycle.subscriptions import LOCAL, REMOTE, RESYNC, uri_covers
+from ._sessions import EVICTION_GRACE, HttpSession, SessionTable
+from ._stream import Event, Final
 
 log = logging.getLogger("mcpsync")
 

@@ -8,12 +8,12 @@ is written once.
 
 from __future__ import annotations
 
-from ..httpd.options import DEFAULT_MAX_BUFFERED_BYTES as DEFAULT_MAX_BUFFERED_BYTES
-from ..httpd.options import DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS
-from ..httpd.options import DEFAULT_THREADS as DEFAULT_THREADS
-from ..httpd.options import HeadAnswer as HeadAnswer
-from ..httpd.options import HeadCheck as HeadCheck
-from ..httpd.options import WsgiApp as WsgiApp
+from ...httpd.options import DEFAULT_MAX_BUFFERED_BYTES as DEFAULT_MAX_BUFFERED_BYTES
+from ...httpd.options import DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS
+from ...httpd.options import DEFAULT_THREADS as DEFAULT_THREADS
+from ...httpd.options import HeadAnswer as HeadAnswer
+from ...httpd.options import HeadCheck as HeadCheck
+from ...httpd.options import WsgiApp as WsgiApp
 
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_REQUEST_TIMEOUT = 300.0

@@ -22,13 +22,13 @@ import concurrent.futures
 import logging
 from typing import Any
 
-from ..engine.session import Session
-from ..errors import McpsyncError
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import Request, Response
-from ..protocol.versions import Era, claims_modern
-from ._asks import PendingAsks, cancelled_frame, request_frame
-from ._cancellation import Cancellable
+from ...engine.session import Session
+from ...errors import McpsyncError
+from ...protocol import jsonrpc
+from ...protocol.jsonrpc import Request, Response
+from ...protocol.versions import Era, claims_modern
+from ..lifecycle.asks import PendingAsks, cancelled_frame, request_frame
+from ..lifecycle.cancellation import Cancellable
 from ._output import Output
 
 log = logging.getLogger("mcpsync")
@@ -103,7 +103,7 @@ class Exchange(Cancellable):
 
 
 class Asks:
-    """One connection's server-to-client requests still waiting for an answer (`_asks`).
+    """One connection's server-to-client requests still waiting for an answer (`lifecycle.asks`).
 
     Refusals are decided under the output lock, against the state every writer sees; the id is
     registered before its frame is written, so its answer cannot arrive first."""

@@ -16,9 +16,9 @@ import select
 import threading
 from typing import Any
 
-from ..httpd.server import DEFAULT_TIMEOUT, WsgiServer
-from .http import WsgiTransport
-from .http_options import DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS
+from ...httpd.server import DEFAULT_TIMEOUT, WsgiServer
+from .endpoint import WsgiTransport
+from .options import DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS
 
 log = logging.getLogger("mcpsync")
 

@@ -25,7 +25,7 @@ The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninte
 `shutdown()` can always reach it.
 
 Server-to-client requests (handshake era only), and the request-scoped notifications, go through
-each request's exchange (`_stdio_exchange`).
+each request's exchange (`_exchange`).
 """
 
 from __future__ import annotations
@@ -39,25 +39,24 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..engine.engine import Engine
-from ..engine.interceptors import TransportInfo
-from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
-from ..engine.session import Session
-from ..protocol import jsonrpc
-from ..protocol.framing import TOO_LARGE, Frame, FrameSplitter
-from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
-from ..protocol.versions import META_SUBSCRIPTION_ID, Era
-from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
+from ...engine.engine import Engine
+from ...engine.interceptors import TransportInfo
+from ...engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
+from ...engine.session import Session
+from ...protocol import jsonrpc
+from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES, TOO_LARGE, Frame, FrameSplitter
+from ...protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
+from ...protocol.versions import META_SUBSCRIPTION_ID, Era
+from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
+from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
+from ._exchange import Asks, Exchange
 from ._output import DEFAULT_WRITE_TIMEOUT as DEFAULT_WRITE_TIMEOUT  # re-exported: the default of Server and serve
 from ._output import Output, drain_pipe
-from ._stdio_exchange import Asks, Exchange
-from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
 
 log = logging.getLogger("mcpsync")
 
 STDIO = TransportInfo("stdio", supports_subscriptions=True, handshake_push=True)
 READ_CHUNK = 1 << 16
-DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 # Decoded frames held back while a request that must finish first runs; past this, stop reading.
 _MAX_PENDING = 1024
 

@@ -28,12 +28,12 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.jsonrpc import ErrorCode, McpError, Request
-from ..protocol.param_headers import ParamHeader, param_headers, render_value, value_at
-from ..protocol.versions import Envelope
+from ...protocol.jsonrpc import ErrorCode, McpError, Request
+from ...protocol.param_headers import ParamHeader, param_headers, render_value, value_at
+from ...protocol.versions import Envelope
 
 if TYPE_CHECKING:
-    from ..engine.engine import Engine
+    from ...engine.engine import Engine
 
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """Method → the params key that `Mcp-Name` mirrors."""

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..protocol.jsonrpc import ErrorCode, Message, Notification, Request
-from ..protocol.versions import HANDSHAKE_VERSIONS, Era, claims_modern
+from ...protocol.jsonrpc import ErrorCode, Message, Notification, Request
+from ...protocol.versions import HANDSHAKE_VERSIONS, Era, claims_modern
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})

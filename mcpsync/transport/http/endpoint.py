@@ -2,8 +2,8 @@
 
 Strategy: one POST, one engine call. The WSGI thread that received a request validates it at the
 HTTP level (`Host`/`Origin`, method, `Content-Type`, `Accept`, body size), decodes the body once,
-routes it to an era (`_http_rules.route`), hands the engine call to a bounded executor
-(`mcpsync-http-worker-N`) and then waits on the request's channel (`_http_stream`) for the first
+routes it to an era (`_rules.route`), hands the engine call to a bounded executor
+(`mcpsync-http-worker-N`) and then waits on the request's channel (`_stream`) for the first
 thing to send. A request that cannot send anything before its answer (`Engine.runs_inline`: a
 listing, a forwarded call, a tool without a `Context`) runs on the WSGI thread itself, sparing
 the hand-off; such a tool is not interrupted by the request timeout (nothing could interrupt it
@@ -19,20 +19,20 @@ a client that goes away is noticed by the next write: the server closes the body
 cancels the request. No thread waits longer than the keep-alive interval without writing.
 
 2026-07-28 (stateless): each POST runs on a fresh modern `Session`; the routing headers are
-checked against the body between the envelope and the version check (`_http_headers`).
+checked against the body between the envelope and the version check (`_headers`).
 `subscriptions/listen` answers with an SSE stream: the acknowledgement first, then the tagged
 changes (registration and acknowledgement under one lock that publishing also takes, so no change
 overtakes its ack), keep-alive comments, and the `complete` result on shutdown. GET and DELETE are
 405. Handshake era: `initialize` creates a session (`Mcp-Session-Id`); later requests name it
 (400 without, 404 for an unknown or expired one); GET opens the session's stream of untagged list
-changes and resource updates; DELETE ends the session (`_http_sessions`).
+changes and resource updates; DELETE ends the session (`_sessions`).
 
 Server-to-client requests (handshake era): a tool that elicits, samples or asks for the roots
 calls its exchange's `ask`, which writes the JSON-RPC request (id `mcpsync-N`, unique in the
 session) into the request's own channel, so the response becomes an event stream (such tools run
 on a worker, never inline, so this WSGI thread is free to stream it) and the request is an SSE
 `message` event. The client answers with a POST of its own carrying the JSON-RPC response and the
-session's `Mcp-Session-Id`: it is matched by id to the waiting ask (`_http_sessions.PendingAsks`)
+session's `Mcp-Session-Id`: it is matched by id to the waiting ask (`_sessions.PendingAsks`)
 and answered 202, as is an answer nobody awaits (ignored). Asks still pending fail when their
 request ends (answered, timed out, cancelled, its stream closed by a client that went away) or
 their session ends (DELETE, expiry, shutdown); an asker that gives up cancels its future, and the
@@ -66,28 +66,31 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..auth.principal import InsufficientScope
-from ..auth.resource import AuthRefusal
-from ..bus.store import RETRY_AFTER, Creation, StoreUnavailable
-from ..engine.engine import NO_ENVELOPE, Engine
-from ..engine.interceptors import TransportInfo
-from ..engine.operations import update_scopes
-from ..engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
-from ..engine.session import Session
-from ..engine.single_use import RequestStateUnchecked
-from ..httpd.server import RESPOND_NOW
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
-from ..protocol.methods import MODERN_ONLY_METHODS
-from ..protocol.sse import sse_priming
-from ..protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
-from ._http_cors import Cors
-from ._http_directory import LocalDirectory, SessionStoreDown, SharedDirectory
-from ._http_headers import ToolHeaderPlans, check_routing_headers
-from ._http_replies import _Refused, empty_reply, json_reply, read_body, status_line
-from ._http_resume import MARK as POST_STREAM_MARK
-from ._http_resume import DetachedStreams, StreamLog
-from ._http_rules import (
+from ...auth.principal import InsufficientScope
+from ...auth.resource import AuthRefusal
+from ...bus.store import RETRY_AFTER, Creation, StoreUnavailable
+from ...engine.engine import NO_ENVELOPE, Engine
+from ...engine.interceptors import TransportInfo
+from ...engine.operations import update_scopes
+from ...engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
+from ...engine.session import Session
+from ...engine.single_use import RequestStateUnchecked
+from ...httpd.server import RESPOND_NOW
+from ...protocol import jsonrpc
+from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from ...protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Request, Response
+from ...protocol.methods import MODERN_ONLY_METHODS
+from ...protocol.sse import sse_priming
+from ...protocol.versions import HANDSHAKE_VERSIONS, META_SUBSCRIPTION_ID, MODERN_VERSIONS, Era, unsupported_version
+from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
+from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, Subscription, complete_frame, may_be_told, tagged_frame
+from ._cors import Cors
+from ._directory import LocalDirectory, SessionStoreDown, SharedDirectory
+from ._headers import ToolHeaderPlans, check_routing_headers
+from ._replies import _Refused, empty_reply, json_reply, read_body, status_line
+from ._resume import MARK as POST_STREAM_MARK
+from ._resume import DetachedStreams, StreamLog
+from ._rules import (
     Headers,
     accepts,
     error_status,
@@ -100,10 +103,9 @@ from ._http_rules import (
     rebinding_remedy,
     route,
 )
-from ._http_sessions import FULL_RETRY_AFTER, HttpSession, SessionTable, Told
-from ._http_stream import CLOSED, RELEASE, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
-from ._inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
-from .http_options import (
+from ._sessions import FULL_RETRY_AFTER, HttpSession, SessionTable, Told
+from ._stream import CLOSED, RELEASE, SSE_HEADERS, TIMEOUT, Exchange, Final, SseBody
+from .options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SESSIONS_PER_CALLER,
@@ -113,14 +115,12 @@ from .http_options import (
     HeadAnswer,
     WsgiApp,
 )
-from .stdio import DEFAULT_MAX_FRAME_BYTES
-from .subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, Subscription, complete_frame, may_be_told, tagged_frame
 
 if TYPE_CHECKING:
-    from ..auth.principal import Principal
-    from ..auth.resource import Auth
-    from ..bus import Bus
-    from ..bus.store import Store
+    from ...auth.principal import Principal
+    from ...auth.resource import Auth
+    from ...bus import Bus
+    from ...bus.store import Store
 
 log = logging.getLogger("mcpsync")
 
@@ -181,7 +181,7 @@ class WsgiTransport:
             when the list is given, every request must.
         allowed_origins: `Origin` values let in besides loopback and same-origin ones
             ("https://app.example.com", or "*"); web pages from these origins also get CORS
-            answers (`_http_cors`), so they may call the endpoint from a browser.
+            answers (`_cors`), so they may call the endpoint from a browser.
         max_body_bytes: the largest request body (larger: 413).
         request_timeout: seconds a request may run before it is cancelled and answered -32603.
         keepalive: seconds of silence before an SSE comment; also how long an answer may take
@@ -192,14 +192,14 @@ class WsgiTransport:
         max_sessions: handshake-era sessions at once.
         max_sessions_per_caller: handshake-era sessions one caller (`Principal.key`) holds at once;
             at it, the caller's own oldest never-used session gives way, else its own longest idle
-            one past the grace, else it is refused 429 (see `_http_sessions`). No bound for an
+            one past the grace, else it is refused 429 (see `_sessions`). No bound for an
             endpoint without `auth`.
         workers: threads running requests that may speak before their answer (tools with a
             `Context`, prompts, resource reads) at once; more wait their turn.
         shutdown_timeout: how long `shutdown()` waits for running requests.
         on_stopped: called once shutdown has finished.
         store: where handshake-era sessions live when replicas share them (with `bus`); None:
-            in this process (see `_http_directory`).
+            in this process (see `_directory`).
         bus: the replicas' bus, for what must reach the process holding a request or a stream.
 
     Host it with any WSGI server that writes each body chunk as it is yielded (cheroot, gunicorn
@@ -705,7 +705,7 @@ class WsgiTransport:
         self, start_response: Callable[..., Any], exchange: Exchange, first: bytes | None, deadline: float | None, on_deadline: Callable[[], None]
     ) -> SseBody:
         """The response becomes an event stream; a handshake-era session's is resumable
-        (`_http_resume`): numbered events after a priming event that names it."""
+        (`_resume`): numbered events after a priming event that names it."""
         start_response(status_line(200), list(SSE_HEADERS))
         if exchange.session_id is None:
             return SseBody(
@@ -827,7 +827,7 @@ class WsgiTransport:
     def publish_list_changed(self, kinds: frozenset[str], origin: str = LOCAL) -> None:
         """Untagged notifications to every initialized session's stream, then one tagged copy per
         listen that asked for the kind. Never blocks on a client: a stream that cannot keep up is
-        dropped. `origin`: made here, or told by the bus (`_http_directory`)."""
+        dropped. `origin`: made here, or told by the bus (`_directory`)."""
         methods = [(kind, f"notifications/{kind}/list_changed") for kind in sorted(kinds)]
         plain = [jsonrpc.encode(jsonrpc.notification_frame(method)) for _, method in methods]
         self._directory.deliver(plain, None, origin)

@@ -13,8 +13,8 @@ import http
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.jsonrpc import ErrorCode, McpError
-from ._http_rules import header
+from ...protocol.jsonrpc import ErrorCode, McpError
+from ._rules import header
 
 if TYPE_CHECKING:
     from wsgiref.types import InputStream

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
-from ..engine.outcome import Failure, Success
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, McpError, Request
+from ...engine.outcome import Failure, Success
+from ...protocol import jsonrpc
+from ...protocol.jsonrpc import ErrorCode, McpError, Request
 
 log = logging.getLogger("mcpsync")
 

@@ -37,8 +37,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..protocol.sse import event_number, sse_event
-from ._http_stream import RELEASE, Exchange, Final
+from ...protocol.sse import event_number, sse_event
+from ._stream import RELEASE, Exchange, Final
 
 log = logging.getLogger("mcpsync")
 

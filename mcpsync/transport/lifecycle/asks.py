@@ -18,10 +18,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from .._futures import settle
-from ..errors import McpsyncError
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, McpError, Response
+from ..._futures import settle
+from ...errors import McpsyncError
+from ...protocol import jsonrpc
+from ...protocol.jsonrpc import ErrorCode, McpError, Response
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,12 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import McpsyncError
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import Request
-from ..protocol.sse import sse_event
-from ._asks import PendingAsks, cancelled_frame, request_frame
-from ._cancellation import Cancellable
+from ...errors import McpsyncError
+from ...protocol import jsonrpc
+from ...protocol.jsonrpc import Request
+from ...protocol.sse import sse_event
+from ..lifecycle.asks import PendingAsks, cancelled_frame, request_frame
+from ..lifecycle.cancellation import Cancellable
 
 log = logging.getLogger("mcpsync")
 
