@@ -60,6 +60,7 @@ from urllib.parse import urlsplit
 from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme
 from .auth.principal import is_scope
 from .errors import McpsyncError
+from .gateway.remote import parse_roots
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
 _UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport", "auth"}
@@ -178,23 +179,6 @@ def scope_problem(value: str) -> str | None:
     if not is_scope(value):
         return f"{value!r} is not a scope (printable ASCII, no spaces, quotes or backslashes)"
     return None
-
-
-def parse_roots(value: Any) -> tuple[dict[str, str], ...]:
-    """Roots given for an upstream (a config's `roots`, `Server.add_remote(roots=...)`): a list of
-    `file://` URIs, each a string or a table with `uri` and an optional `name`, as MCP's `Root`.
-    Raises ValueError saying what is wrong."""
-    if not isinstance(value, list):
-        raise ValueError("must be a list of file:// URIs (or tables with uri and name)")
-    roots = []
-    for entry in value:
-        root = {"uri": entry} if isinstance(entry, str) else entry
-        if not isinstance(root, dict) or set(root) - {"uri", "name"} or not all(isinstance(v, str) for v in root.values()):
-            raise ValueError(f"{entry!r}: a root is a file:// URI, or a table with uri and an optional name")
-        if not root.get("uri", "").startswith("file://"):
-            raise ValueError(f"{entry!r}: a root's uri must start with file://")
-        roots.append(dict(root))
-    return tuple(roots)
 
 
 UPSTREAM_CREDENTIALS = (

@@ -245,8 +245,7 @@ class Server:
                 raise TypeError(f"upstream {name!r}: give a command as a list (e.g. shlex.split({target!r})) or an http(s) URL")
         elif not target or not all(isinstance(part, str) for part in target) or not target[0].strip():
             raise ValueError(f"upstream {name!r}: the command must be a non-empty list of strings")
-        from .config import parse_roots
-        from .gateway.remote import RemoteOptions  # by the first upstream: a plain serve starts without them
+        from .gateway.remote import RemoteOptions, parse_roots  # by the first upstream: a plain serve starts without them
         from .gateway.upstream import upstream_source
 
         try:

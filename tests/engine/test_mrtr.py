@@ -552,6 +552,8 @@ class AskingExchange(FakeExchange, Cancellable):
     transports' (it is a `Cancellable`): `cancel()` sets the event and runs the `on_cancel` callbacks.
     """
 
+    on_cancel = Cancellable.on_cancel  # the transports', not FakeExchange's None
+
     def __init__(self, answers: list[Any] | None = None, *, batch: int = 1) -> None:
         Cancellable.__init__(self)  # its own cancel_event, as the transports' exchanges
         self.notifications: list[tuple[str, dict[str, Any]]] = []

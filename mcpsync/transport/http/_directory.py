@@ -195,14 +195,10 @@ class SharedSession(Session):
         super().unsubscribe_resource(uri)
         self._recorded(lambda: super(SharedSession, self).subscribe_resource(uri), lambda: self._subscribe(uri, False))
 
-    def set_log_level(self, level: str) -> None:
-        before = self._log_threshold
-        super().set_log_level(level)
-
-        def undo() -> None:
-            self._log_threshold = before
-
+    def set_log_level(self, level: str) -> Callable[[], None]:
+        undo = super().set_log_level(level)
         self._recorded(undo, lambda: self._write(log_level=level))
+        return undo
 
 
 class SharedDirectory:
@@ -313,7 +309,7 @@ class SharedDirectory:
         bus is up; else loaded, and its expiry pushed out); None when it is gone, and then this
         process's copy ends too."""
         now = self._clock()
-        if getattr(self._bus, "connected", True):
+        if self._bus.connected:
             owner = self.table.find(session_id)
             if owner is not None and owner.checked_until > now:
                 return owner

@@ -40,6 +40,9 @@ class Exchange(Cancellable):
 
     __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_asks")
 
+    release_stream = None
+    """A stdio request has no stream of its own to release (the engine's `Exchange` asks)."""
+
     def __init__(self, request: Request, output: Output, asks: Asks) -> None:
         super().__init__()
         self.request_id = request.id
