@@ -263,8 +263,8 @@ class Relay:
         if call.era is Era.MODERN:
             self._ask_downstream(call)
         elif not self._rounds.submit(lambda: self._ask_round(call, waiting_round)):
-            waiting = ROUND_WORKERS + ROUND_BACKLOG
-            busy = McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.upstream}' asked while {waiting} rounds already wait for the client; try again")
+            held = ROUND_WORKERS + ROUND_BACKLOG
+            busy = McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.upstream}' asked while {held} rounds already wait for the client; try again")
             self._round_failed(call, waiting_round, busy)
 
     def _ask_round(self, call: UpstreamCall, waiting_round: UpstreamRound) -> None:
