@@ -128,7 +128,7 @@ def uncached_server() -> Any:
     import os
 
     from mcpsync import Server
-    from mcpsync.demo import build_demo_service
+    from mcpsync.cli.demo import build_demo_service
 
     auth = _auth(os.environ[ENV_PREFIX + "JWKS_URL"], os.environ[ENV_PREFIX + "ISSUER"], cache_ttl=0)
     return Server("mcpsync-demo", services=[build_demo_service()], auth=auth)

@@ -462,7 +462,7 @@ def test_mcpsync_login_with_an_absurd_expires_in_is_one_clear_line(value: Any, t
 
 
 def test_the_printed_login_url_obeys_the_browser_rule_too(capsys: pytest.CaptureFixture[str]) -> None:
-    from mcpsync._login import _print_url
+    from mcpsync.cli._login import _print_url
 
     with pytest.raises(OAuthError, match="https"):
         _print_url("javascript:alert(1)")

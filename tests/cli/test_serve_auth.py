@@ -60,7 +60,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[Server]:
         return True
 
     monkeypatch.setattr(Server, "serve_http", serve_http)
-    monkeypatch.setattr("mcpsync.cli._raise_fd_limit", lambda: None)  # this process's limit stays
+    monkeypatch.setattr("mcpsync.cli.serve._raise_fd_limit", lambda: None)  # this process's limit stays
     return servers
 
 

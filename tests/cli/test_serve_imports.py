@@ -29,13 +29,13 @@ ONLY_WHEN_ASKED = (
     "redis",
     "gunicorn",
     "mcpsync.gunicorn",
-    "mcpsync._gunicorn_app",
+    "mcpsync.cli._gunicorn_app",
     "jwt",
     "cryptography",
     "jsonschema",
     "mcpsync.gateway",
     "mcpsync.client",
-    "mcpsync.config",
+    "mcpsync.cli.config",
     "mcpsync.transport.http.endpoint",
     "mcpsync.transport.http.serving",
     "mcpsync.httpd.server",
@@ -63,11 +63,11 @@ def _unwanted(imported: set[str], names: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize("with_target", [False, True], ids=["demo", "target"])
 def test_answering_initialize_imports_none_of_what_only_some_command_lines_need(tmp_path: Path, with_target: bool) -> None:
     args: list[str] = []
-    unwanted = ONLY_WHEN_ASKED + (() if with_target else ("mcpsync.loader",))
+    unwanted = ONLY_WHEN_ASKED + (() if with_target else ("mcpsync.cli.loader",))
     if with_target:
         (tmp_path / "app.py").write_text("from mcpsync import Service\n\nservice = Service('app')\n")
         args = ["app.py"]
-        unwanted += ("mcpsync.demo",)
+        unwanted += ("mcpsync.cli.demo",)
     imported = _imported_while_serving(*args, cwd=tmp_path)
     assert "mcpsync.server" in imported, "the child did not report its imports"
     assert _unwanted(imported, unwanted) == []

@@ -1,27 +1,25 @@
-"""The `mcpsync` command: thin click wiring over `Server` and the loader.
+"""`mcpsync serve`: options in, a `Server` built and served out.
 
-Strategy: each command parses options, builds or loads the objects, and calls one method. Usage
-errors exit 2 (click), failures to load a target exit 1 with a one-line message, and logs go to
-stderr only: on stdio, stdout is the wire.
+Strategy: the command reads its options (and a `--config` file), builds the server with the
+library's own calls (`Server`, `add_remote`, `use_bus`, `serve_stdio`/`serve_http`), and serves.
+Usage errors exit 2 (click), failures to load a target exit 1 with a one-line message, and logs go
+to stderr only: on stdio, stdout is the wire.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._serve_auth import auth_for, auth_options, upstream_credentials
-from ._stderr_log import PipeHandler, stderr_handler
-from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme, url_scheme
-from ._version import __version__
-from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from .transport.http.options import (
+from .._stderr_log import PipeHandler, stderr_handler
+from .._version import __version__
+from ..protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from ..transport.http.options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
@@ -33,17 +31,17 @@ from .transport.http.options import (
     DEFAULT_THREADS,
     WsgiApp,
 )
-from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT
+from ..transport.stdio.server import DEFAULT_WRITE_TIMEOUT
+from ._serve_auth import auth_for, auth_options, upstream_credentials
 
 if TYPE_CHECKING:
-    from .client import ClientSession
+    from ..engine.request_state import RequestStateSealer
+    from ..server import Server
     from .config import GatewayConfig
-    from .engine.request_state import RequestStateSealer
     from .loader import Servable
-    from .server import Server
+
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _configure_logging(level: str) -> None:
@@ -57,13 +55,7 @@ def _configure_logging(level: str) -> None:
     root.setLevel(level.upper())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="mcpsync")
-def cli() -> None:
-    """mcpsync: a synchronous Model Context Protocol server, gateway and client."""
-
-
-@cli.command()
+@click.command()
 @click.argument("target", required=False)
 @click.option("--name", help="Server name reported to clients (default: the target's, or 'mcpsync-demo').")
 @click.option(
@@ -316,7 +308,7 @@ def serve(
             if worker_auth is not None:
                 server.auth = worker_auth
             _use_bus(server, bus)
-            from .gunicorn import manage
+            from ..gunicorn import manage
 
             return manage(server).wsgi_app(http_path, max_streams=streams, subscription_cap=streams, **endpoint_options)
 
@@ -346,7 +338,7 @@ def serve(
             ),
         )
         return
-    from .server import isolate_stdio
+    from ..server import isolate_stdio
 
     wire = isolate_stdio()  # before user code runs: its import-time prints must not reach the client
     try:
@@ -515,7 +507,7 @@ def _build_server(
     write_timeout: float | None = None,
 ) -> Server:
     """The Server that `serve` runs: the target's (or the demo's) plus config services and upstreams."""
-    from .server import Server
+    from ..server import Server
 
     given = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size, "write_timeout": write_timeout}
     # What the command line or the config file says; a loaded Server keeps its own values otherwise.
@@ -593,318 +585,9 @@ def _add_upstreams(server: Server, config: GatewayConfig) -> None:
 
 
 def _sealer(secret: str, ttl: float) -> RequestStateSealer:
-    from .engine.request_state import RequestStateSealer
+    from ..engine.request_state import RequestStateSealer
 
     try:
         return RequestStateSealer(secret, ttl=ttl)
     except ValueError as exc:
         raise click.ClickException(f"MCPSYNC_REQUEST_STATE_SECRET: {exc}") from exc
-
-
-# -- the client commands ---------------------------------------------------------------------------
-
-EXIT_TOOL_ERROR = 1
-EXIT_USAGE = 2
-EXIT_FAILURE = 3
-EXIT_INTERRUPTED = 130
-"""Ctrl-C: 128 + SIGINT, what a shell reports for a command the signal ended (not click's 1, which
-`call` uses for a tool's error)."""
-
-
-def _client_options(command: F) -> F:
-    """The arguments and options every client command (tools, call, listen) takes."""
-    command = click.argument("server", nargs=-1, required=True, metavar="URL | -- COMMAND...")(command)
-    command = click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Deadline of each request, in seconds.")(command)
-    command = click.option(
-        "--mode",
-        type=click.Choice(["auto", "legacy", "modern"]),
-        default="auto",
-        show_default=True,
-        help="Protocol era: probe 2026-07-28 and fall back (auto), or force one.",
-    )(command)
-    command = click.option(
-        "--token-env",
-        metavar="VARIABLE",
-        help="URL: send the bearer token in this environment variable (one you were given), instead of the tokens mcpsync login kept.",
-    )(command)
-    return command
-
-
-class _ClientFailure(click.ClickException):
-    exit_code = EXIT_FAILURE
-
-
-class _UsageFailure(click.ClickException):
-    """A usage error told in one line (click's own adds the usage and a hint about --help)."""
-
-    exit_code = EXIT_USAGE
-
-
-class _NeedsAnswer(click.ClickException):
-    """The tool asked for something this command cannot give (elicitation, sampling, roots): the
-    tool did not succeed, as in the handshake era, where the server answers such a call with an
-    error result, so both eras exit alike."""
-
-    exit_code = EXIT_TOOL_ERROR
-
-
-def _interruptible(command: F) -> F:
-    """`command`, ended by Ctrl-C with EXIT_INTERRUPTED and one word on stderr, rather than
-    click's "Aborted!" and 1 (the session is closed on the way out, its child stopped)."""
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-
-    return cast(F, run)
-
-
-def _endpoint(server: tuple[str, ...]) -> str | None:
-    """The http(s) URL that SERVER is, or None when it is a command. A usage error for a URL this
-    command cannot use: another scheme (a typo such as htp://, which would otherwise be started as
-    a program), or credentials in it, which are never sent (a token goes in --token-env)."""
-    if len(server) != 1 or url_scheme(server[0]) is None:
-        return None
-    url = server[0]
-    if problem := unknown_scheme(url):
-        raise _UsageFailure(problem)
-    if has_credentials(url):
-        raise _UsageFailure(
-            f"{shown(url)}: credentials in the URL are not supported; pass a token in an environment variable with --token-env VARIABLE, "
-            f"or log in: mcpsync login {shown(url)}"
-        )
-    return lower_scheme(url)  # HTTPS://... too
-
-
-def _open(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None) -> ClientSession:
-    """A session with the server: a command, or a URL reached with the token in `token_env`, else
-    with the tokens `mcpsync login` stored for it (never a browser here: a refused URL says to log
-    in, or, when there is nothing to log in to, to pass a token with --token-env)."""
-    from .client import connect
-    from .errors import InvalidUrl, McpsyncError
-
-    url = _endpoint(server)
-    target: list[str] | str = list(server) if url is None else url  # a Streamable HTTP endpoint, or a command
-    auth: Any = None
-    if url is not None:
-        from ._login import credentials_for
-
-        try:
-            auth = credentials_for(token_env, timeout=timeout)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--token-env") from exc
-    elif token_env is not None:
-        raise click.BadParameter("is for a URL: a command takes its credentials from its environment", param_hint="--token-env")
-    try:
-        return connect(target, mode=mode, timeout=timeout, auth=auth)
-    except InvalidUrl as exc:
-        raise _UsageFailure(str(exc)) from exc
-    except McpsyncError as exc:
-        raise _ClientFailure(f"cannot talk to {' '.join(server)}: {exc}") from exc
-
-
-def _needs_an_answer(exc: Exception) -> bool:
-    """Whether a failed call is the tool asking for what no client command gives: a 2026-07-28
-    server's -32021 (the client capability is not declared), or an input_required asking for it
-    anyway (MissingCallback)."""
-    from .errors import MissingCallback
-    from .protocol.jsonrpc import ErrorCode, McpError
-
-    return isinstance(exc, MissingCallback) or (isinstance(exc, McpError) and exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY)
-
-
-def _print_json(value: object) -> None:
-    import json
-
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
-
-
-@cli.command(short_help="List the tools of an MCP server (URL or COMMAND).")
-@_client_options
-@click.option("--json", "as_json", is_flag=True, help="Print the full tool definitions as JSON.")
-@_interruptible
-def tools(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
-    """List the tools of the MCP server at URL (Streamable HTTP) or started by COMMAND.
-
-    \b
-    Examples:
-      mcpsync tools -- mcpsync serve
-      mcpsync tools http://127.0.0.1:8000/mcp
-    """
-    from .errors import McpsyncError
-
-    with _open(server, mode, timeout, token_env) as session:
-        try:
-            listed = session.list_tools()
-        except McpsyncError as exc:
-            raise _ClientFailure(str(exc)) from exc
-    if as_json:
-        _print_json(listed)
-        return
-    width = max((len(tool["name"]) for tool in listed), default=0)
-    for tool in listed:
-        summary = (tool.get("description") or "").strip().splitlines()
-        click.echo(f"{tool['name']:<{width}}  {summary[0] if summary else ''}".rstrip())
-
-
-@cli.command(short_help="Call a tool of an MCP server (URL or COMMAND).")
-@click.argument("tool")
-@click.option("--args", "arguments", default="{}", show_default=True, help="Tool arguments as a JSON object.")
-@_client_options
-@click.option("--json", "as_json", is_flag=True, help="Print the whole CallToolResult as JSON.")
-@_interruptible
-def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
-    """Call TOOL on the MCP server at URL (Streamable HTTP) or started by COMMAND, and print its
-    result.
-
-    It answers no question of the tool's: a tool that asks the user (elicitation), the model
-    (sampling) or for the client's roots does not succeed here, in either protocol era.
-
-    \b
-    Exit status:
-      0    the tool succeeded
-      1    the tool reported an error (isError), or it asked for what mcpsync call
-           cannot give (elicitation, sampling, roots)
-      2    a usage error: an unknown option, --args that are not a JSON object,
-           a URL that cannot be used (an unknown scheme, credentials in it)
-      3    the call itself failed: the server could not be started, reached or
-           authorized, it answered a JSON-RPC error, or --timeout passed
-      130  interrupted (Ctrl-C)
-
-    \b
-    Examples:
-      mcpsync call add --args '{"a": 2, "b": 3}' -- mcpsync serve
-      mcpsync call add --args '{"a": 2, "b": 3}' http://127.0.0.1:8000/mcp
-    """
-    import json
-
-    from .errors import McpsyncError
-
-    try:
-        parsed = json.loads(arguments)
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--args") from exc
-    if not isinstance(parsed, dict):
-        raise click.BadParameter("must be a JSON object", param_hint="--args")
-
-    def progress(done: float, total: float | None, message: str | None) -> None:
-        click.echo(f"progress: {done}{f'/{total}' if total is not None else ''}{f' {message}' if message else ''}", err=True)
-
-    with _open(server, mode, timeout, token_env) as session:
-        try:
-            result = session.call_tool(tool, parsed, progress=progress)
-        except McpsyncError as exc:
-            if _needs_an_answer(exc):
-                raise _NeedsAnswer(f"{exc} (mcpsync call answers no elicitation, sampling or roots request)") from exc
-            raise _ClientFailure(str(exc)) from exc
-    if as_json:
-        _print_json(result)
-    else:
-        for block in result.get("content") or []:
-            click.echo(block["text"] if block.get("type") == "text" else json.dumps(block, ensure_ascii=False))
-    if result.get("isError"):
-        sys.exit(EXIT_TOOL_ERROR)
-
-
-@cli.command(short_help="Print the list changes of an MCP server (URL or COMMAND).")
-@_client_options
-@click.option("--count", type=click.IntRange(min=1), help="Stop after this many events.")
-@click.option("--resource", "resources", multiple=True, metavar="URI", help="Also watch this resource (repeatable).")
-@_interruptible
-def listen(server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, count: int | None, resources: tuple[str, ...]) -> None:
-    """Print the list changes (and resource updates) of the MCP server at URL (Streamable HTTP)
-    or started by COMMAND.
-
-    One line per event, as it arrives, until the server ends, Ctrl-C, or --count events.
-
-    \b
-    Examples:
-      mcpsync listen --resource file:///notes -- mcpsync serve app.py
-      mcpsync listen http://127.0.0.1:8000/mcp
-    """
-    from .client import ListChanged
-    from .errors import McpsyncError
-
-    with _open(server, mode, timeout, token_env) as session:
-        try:
-            listener = session.listen(tools=True, prompts=True, resources=True, resource_uris=resources)
-        except McpsyncError as exc:
-            raise _ClientFailure(str(exc)) from exc
-        click.echo(f"listening ({session.era.value if session.era else '?'} era)", err=True)
-        seen = 0
-        with listener:
-            try:
-                for event in listener:
-                    if isinstance(event, ListChanged):
-                        click.echo(f"{event.kind} list changed")
-                    else:
-                        click.echo(f"resource updated {event.uri}")
-                    seen += 1
-                    if count is not None and seen >= count:
-                        break
-            except KeyboardInterrupt:
-                pass
-        if listener.error is not None:  # the server went away: the end of what there was to hear
-            click.echo(f"the server ended: {listener.error}", err=True)
-
-
-@cli.command(short_help="Log in to a protected MCP server (URL) and keep its tokens.")
-@click.argument("url")
-@click.option("--client-id", help="A client registered in advance with the authorization server (else one is registered).")
-@click.option(
-    "--client-metadata-url",
-    metavar="URL",
-    help="This client's metadata document (an https URL), used as its client ID where the authorization server supports that.",
-)
-@click.option("--scope", "scopes", multiple=True, metavar="SCOPE", help="A scope to ask for (default: what the server says it needs). Repeatable.")
-@click.option("--no-browser", is_flag=True, help="Print the login URL instead of opening a browser.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds to wait for the login in the browser.")
-def login(url: str, client_id: str | None, client_metadata_url: str | None, scopes: tuple[str, ...], no_browser: bool, timeout: float) -> None:
-    """Log in to the MCP server at URL: discover its authorization server, register this client
-    if need be, open the browser for you to log in, and keep the tokens (in
-    ~/.config/mcpsync/tokens, one file per server, readable by you alone). `mcpsync tools`, `call`
-    and `listen` then use them, refreshing them as they expire.
-
-    A pre-registered client's secret is read from the environment variable MCPSYNC_CLIENT_SECRET.
-
-    \b
-    Examples:
-      mcpsync login https://mcp.example.com/mcp
-      mcpsync login https://mcp.example.com/mcp --client-id my-cli --scope files:read
-    """
-    if has_credentials(url):
-        raise _UsageFailure(
-            f"{shown(url)}: credentials in the URL are not supported; log in without them: mcpsync login {shown(url)} "
-            "(a token you were given goes to mcpsync tools, call and listen with --token-env VARIABLE)"
-        )
-    from ._login import log_in
-
-    try:
-        where = log_in(url, client_id=client_id, client_metadata_url=client_metadata_url, scopes=scopes, print_url=no_browser, timeout=timeout)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-    except Exception as exc:
-        from .errors import McpsyncError
-
-        if not isinstance(exc, McpsyncError):
-            raise
-        raise _ClientFailure(f"cannot log in to {url}: {exc}") from exc
-    click.echo(f"logged in to {url} (tokens kept in {where})", err=True)
-
-
-@cli.command(short_help="Forget the tokens kept for an MCP server (URL).")
-@click.argument("url")
-def logout(url: str) -> None:
-    """Forget the tokens and client registration `mcpsync login` kept for the server at URL."""
-    from ._login import log_out
-    from .errors import McpsyncError
-
-    try:
-        forgot = log_out(url)
-    except McpsyncError as exc:
-        raise _ClientFailure(str(exc)) from exc
-    click.echo(f"logged out of {url}" if forgot else f"no tokens were kept for {url}", err=True)

@@ -19,12 +19,12 @@ import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
-from .auth.browser import browser_url
-from .auth.credentials import BearerToken, HttpCredentials
-from .auth.discovery import OAuthError, bearer_challenge, discover_authorization_server, discover_resource, origin
-from .auth.oauth import OAuth
-from .auth.store import FileTokenStore
-from .errors import McpsyncError
+from ..auth.browser import browser_url
+from ..auth.credentials import BearerToken, HttpCredentials
+from ..auth.discovery import OAuthError, bearer_challenge, discover_authorization_server, discover_resource, origin
+from ..auth.oauth import OAuth
+from ..auth.store import FileTokenStore
+from ..errors import McpsyncError
 
 TOKEN_ENV_HINT = "pass the token you were given in an environment variable, with --token-env VARIABLE"
 """What the client commands' errors say when a login cannot help."""

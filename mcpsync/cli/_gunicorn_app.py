@@ -24,9 +24,9 @@ from typing import Any
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]  # gunicorn ships no annotations
 from gunicorn.errors import AppImportError, HaltServer  # type: ignore[import-untyped]
 
-from . import gunicorn as hooks
-from .errors import McpsyncError
-from .transport.http.options import WsgiApp
+from .. import gunicorn as hooks
+from ..errors import McpsyncError
+from ..transport.http.options import WsgiApp
 
 __all__ = ["GRACEFUL_TIMEOUT", "KEEPALIVE", "HaltServer", "LoadFailed", "ProcessesApplication"]
 

@@ -11,9 +11,9 @@ import collections
 import re
 from dataclasses import dataclass
 
-from .catalog.content import ToolError
-from .catalog.context import Context
-from .catalog.service import Service
+from ..catalog.content import ToolError
+from ..catalog.context import Context
+from ..catalog.service import Service
 
 LANGUAGES = ("c", "go", "java", "javascript", "python", "rust", "typescript")
 NAMES = ("Ada", "Alan", "Barbara", "Grace", "Guido", "Linus")

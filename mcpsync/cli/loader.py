@@ -18,9 +18,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
 
-from .catalog.service import Service
-from .errors import McpsyncError
-from .server import Server
+from ..catalog.service import Service
+from ..errors import McpsyncError
+from ..server import Server
 
 Servable = Server | Service
 T = TypeVar("T")
