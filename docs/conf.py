@@ -121,7 +121,7 @@ def _resolve_short_name(app, env, node, contnode):  # type: ignore[no-untyped-de
 # module's namespace, as the type checker sees them. (autodoc_type_aliases would do it, but
 # Sphinx 9 cannot render such an alias inside `X | None`.)
 
-_TYPE_CHECKING_NAMES = {"HttpCredentials": "mcpsync.auth.credentials"}
+_TYPE_CHECKING_NAMES = {"HttpCredentials": "mcpsync.auth.client.credentials"}
 
 
 def _type_checking_names(app, obj, bound_method):  # type: ignore[no-untyped-def]

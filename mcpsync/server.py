@@ -45,8 +45,8 @@ from .transport.lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, 
 from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT, StdioServer
 
 if TYPE_CHECKING:
-    from .auth.credentials import HttpCredentials
-    from .auth.resource import Auth
+    from .auth.client.credentials import HttpCredentials
+    from .auth.resource.guard import Auth
     from .bus import Bus
     from .bus.store import Store
     from .gateway.remote import RemoteSource

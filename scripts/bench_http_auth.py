@@ -117,7 +117,7 @@ class Authority:
 
 def _auth(jwks_url: str, issuer: str, **verifier_options: Any) -> Any:
     from mcpsync.auth import Auth
-    from mcpsync.auth.jwt import JwtVerifier
+    from mcpsync.auth.resource.jwt import JwtVerifier
 
     verifier = JwtVerifier(jwks_url=jwks_url, issuer=issuer, audience=RESOURCE, **verifier_options)
     return Auth(verifier, resource=RESOURCE, authorization_servers=[issuer], required_scopes=[SCOPE])

@@ -19,11 +19,11 @@ import urllib.request
 from collections.abc import Iterable
 from typing import Any
 
-from ..auth.browser import browser_url
-from ..auth.credentials import BearerToken, HttpCredentials
-from ..auth.discovery import OAuthError, bearer_challenge, discover_authorization_server, discover_resource, origin
-from ..auth.oauth import OAuth
-from ..auth.store import FileTokenStore
+from ..auth.client.browser import browser_url
+from ..auth.client.credentials import BearerToken, HttpCredentials
+from ..auth.client.discovery import OAuthError, bearer_challenge, discover_authorization_server, discover_resource, origin
+from ..auth.client.oauth import OAuth
+from ..auth.client.store import FileTokenStore
 from ..errors import McpsyncError
 
 TOKEN_ENV_HINT = "pass the token you were given in an environment variable, with --token-env VARIABLE"

@@ -204,18 +204,18 @@ def _verifier(chosen: AuthConfig) -> TokenVerifier:
     """JwtVerifier, IntrospectionVerifier or StaticTokens: each imported only when chosen (the JWT
     one imports PyJWT, the optional extra)."""
     if chosen.jwks_url:
-        from ..auth.jwt import JwtVerifier
+        from ..auth.resource.jwt import JwtVerifier
 
         assert chosen.issuer and chosen.resource, "_check_auth requires them"
         return JwtVerifier(jwks_url=chosen.jwks_url, issuer=chosen.issuer, audience=chosen.resource)
     if chosen.introspection_url:
-        from ..auth.introspection import IntrospectionVerifier
+        from ..auth.resource.introspection import IntrospectionVerifier
 
         client_id, client_secret = _introspection_client()
         return IntrospectionVerifier(
             chosen.introspection_url, client_id=client_id, client_secret=client_secret, audience=chosen.resource, issuer=chosen.issuer
         )
-    from ..auth.static import StaticTokens
+    from ..auth.resource.static import StaticTokens
 
     assert chosen.token_file, "_check_auth requires one source"
     return StaticTokens.from_file(chosen.token_file)
@@ -237,13 +237,13 @@ def upstream_credentials(name: str, auth: UpstreamAuth) -> HttpCredentials:
 
     try:
         if auth.type == "bearer":
-            from ..auth.credentials import BearerToken
+            from ..auth.client.credentials import BearerToken
 
             token = secret(auth.token_env)
             assert token is not None, "config.py requires token_env"
             return BearerToken(token)
         if auth.type == "client_credentials":
-            from ..auth.client_credentials import ClientCredentials
+            from ..auth.client.client_credentials import ClientCredentials
 
             assert auth.client_id is not None, "config.py requires client_id"
             private_key = None
@@ -257,7 +257,7 @@ def upstream_credentials(name: str, auth: UpstreamAuth) -> HttpCredentials:
                 signing_algorithm=auth.signing_algorithm or "ES256",
                 scopes=auth.scopes,
             )
-        from ..auth.oauth import OAuth
+        from ..auth.client.oauth import OAuth
 
         return OAuth(
             client_id=auth.client_id,

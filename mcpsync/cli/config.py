@@ -58,7 +58,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._url_text import has_credentials, lower_scheme, shown, unknown_scheme
-from ..auth.principal import is_scope
+from ..auth.resource.principal import is_scope
 from ..errors import McpsyncError
 from ..gateway.remote import parse_roots
 

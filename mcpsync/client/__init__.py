@@ -16,7 +16,7 @@ from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
 
 if TYPE_CHECKING:
-    from ..auth.credentials import HttpCredentials
+    from ..auth.client.credentials import HttpCredentials
 
 
 def connect(

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..auth.principal import Principal
+from ..auth.resource.principal import Principal
 from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool

@@ -18,7 +18,7 @@ from ..protocol.jsonrpc import Request
 from ..protocol.versions import Envelope, Era
 
 if TYPE_CHECKING:
-    from ..auth.principal import Principal
+    from ..auth.resource.principal import Principal
     from ..catalog.context import Context
     from .outcome import Outcome
     from .seams import Exchange

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ..auth.principal import InsufficientScope
+from ..auth.resource.principal import InsufficientScope
 from ..catalog.catalog import Catalog, paginate
 from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.context import AskCancelled, ClientRefused, Context

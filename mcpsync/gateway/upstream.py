@@ -24,7 +24,7 @@ from .relay import ClientRoots
 from .remote import RemoteOptions, RemoteSource
 
 if TYPE_CHECKING:
-    from ..auth.credentials import HttpCredentials
+    from ..auth.client.credentials import HttpCredentials
 
 STOP_EXIT_GRACE = 1.0
 """Seconds an upstream gets to exit by itself once the gateway closes its stdin."""

@@ -31,7 +31,7 @@ import pytest
 
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
-from mcpsync.auth.static import StaticTokens
+from mcpsync.auth.resource.static import StaticTokens
 from mcpsync.transport.http.serving import HttpServing
 
 from .._timeouts import LONG

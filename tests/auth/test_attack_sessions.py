@@ -34,7 +34,7 @@ import pytest
 
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
-from mcpsync.auth.jwt import JwtVerifier
+from mcpsync.auth.resource.jwt import JwtVerifier
 from mcpsync.bus import MemoryBus, MemoryStore, RedisBus
 from mcpsync.bus.redis_store import RedisStore
 from mcpsync.bus.store import Creation

@@ -20,11 +20,11 @@ from ._serving import serve_initialize_on_a_pipe
 # command lines only: --upstream/--config, --http, a client command, --auth-* (each verifier, and
 # PyJWT with cryptography, the optional extra, only for the one chosen).
 ONLY_WHEN_ASKED = (
-    "mcpsync.auth.jwt",
-    "mcpsync.auth.introspection",
-    "mcpsync.auth.static",
-    "mcpsync.auth.oauth",
-    "mcpsync.auth.client_credentials",
+    "mcpsync.auth.resource.jwt",
+    "mcpsync.auth.resource.introspection",
+    "mcpsync.auth.resource.static",
+    "mcpsync.auth.client.oauth",
+    "mcpsync.auth.client.client_credentials",
     "mcpsync.bus",
     "redis",
     "gunicorn",

@@ -66,8 +66,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ...auth.principal import InsufficientScope
-from ...auth.resource import AuthRefusal
+from ...auth.resource.guard import AuthRefusal
+from ...auth.resource.principal import InsufficientScope
 from ...bus.store import RETRY_AFTER, Creation, StoreUnavailable
 from ...engine.engine import NO_ENVELOPE, Engine
 from ...engine.interceptors import TransportInfo
@@ -117,8 +117,8 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ...auth.principal import Principal
-    from ...auth.resource import Auth
+    from ...auth.resource.guard import Auth
+    from ...auth.resource.principal import Principal
     from ...bus import Bus
     from ...bus.store import Store
 

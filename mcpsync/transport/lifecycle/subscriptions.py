@@ -24,7 +24,7 @@ from ...protocol.jsonrpc import ErrorCode, McpError
 from ...protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
-    from ...auth.principal import Principal
+    from ...auth.resource.principal import Principal
 
 LOCAL, REMOTE, RESYNC = "local", "remote", "resync"
 """Where a change comes from, as the transports' `publish_*` methods are told: made in this process

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._fetch import MAX_TIMESTAMP, FetchError, parse_seconds, post_json, safe_url
+from ..fetch import MAX_TIMESTAMP, FetchError, parse_seconds, post_json, safe_url
 from .discovery import OAuthError, ServerMetadata
 
 log = logging.getLogger("mcpsync")

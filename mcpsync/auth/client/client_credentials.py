@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._fetch import safe_url
+from ..fetch import safe_url
 from .discovery import Challenge, Discovered, OAuthError, bearer_challenge, discover
 from .store import MemoryTokenStore, TokenStore
 from .tokens import TokenSet, request_token

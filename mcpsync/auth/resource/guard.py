@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import McpsyncError
+from ...errors import McpsyncError
 from .principal import InvalidToken, Principal, TokenVerifier, VerifierUnavailable, checked_scopes
 
 log = logging.getLogger("mcpsync")

@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..fetch import FetchError, check_url, post_form
 from ._cache import TokenCache
 from ._claims import check_claims
-from ._fetch import FetchError, check_url, post_form
 from .principal import InvalidToken, Principal, VerifierUnavailable, principal_from_claims
 
 __all__ = ["IntrospectionVerifier"]

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import McpsyncError
-from ..protocol.jsonrpc import ErrorCode, McpError
+from ...errors import McpsyncError
+from ...protocol.jsonrpc import ErrorCode, McpError
 
 __all__ = [
     "InsufficientScope",

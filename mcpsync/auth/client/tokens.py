@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ._fetch import FetchError, parse_seconds, post_form, safe_url
+from ..fetch import FetchError, parse_seconds, post_form, safe_url
 from .discovery import OAuthError, ServerMetadata
 from .registration import Registration, token_auth_method
 

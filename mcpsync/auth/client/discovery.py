@@ -43,8 +43,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import McpsyncError
-from ._fetch import ENDPOINT_RULE, FetchError, endpoint_problem, get_json, safe_url
+from ...errors import McpsyncError
+from ..fetch import ENDPOINT_RULE, FetchError, endpoint_problem, get_json, safe_url
 
 log = logging.getLogger("mcpsync")
 

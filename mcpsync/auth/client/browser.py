@@ -31,7 +31,7 @@ import webbrowser
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-from ._fetch import ENDPOINT_RULE, endpoint_problem, safe_url
+from ..fetch import ENDPOINT_RULE, endpoint_problem, safe_url
 from .discovery import OAuthError
 
 log = logging.getLogger("mcpsync")

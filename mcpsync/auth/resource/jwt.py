@@ -45,9 +45,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..fetch import FetchError, check_url, get_json, safe_url
 from ._cache import TokenCache
 from ._claims import check_claims
-from ._fetch import FetchError, check_url, get_json, safe_url
 from .principal import InvalidToken, Principal, VerifierUnavailable, principal_from_claims
 
 if TYPE_CHECKING:

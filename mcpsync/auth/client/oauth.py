@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._fetch import FetchError, check_url, endpoint_problem, probe, safe_url
+from ..fetch import FetchError, check_url, endpoint_problem, probe, safe_url
 from .browser import LoopbackListener, open_browser
 from .discovery import (
     Challenge,
