@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from .._url_text import has_credentials, lower_scheme, shown, unknown_scheme, url_scheme
+from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme, url_scheme
 
 if TYPE_CHECKING:
     from ..client import ClientSession

@@ -57,10 +57,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._url_text import has_credentials, lower_scheme, shown, unknown_scheme
 from ..auth.resource.principal import is_scope
 from ..errors import McpsyncError
 from ..gateway.remote import parse_roots
+from ._url_text import has_credentials, lower_scheme, shown, unknown_scheme
 
 _SERVER_KEYS = {"name": str, "version": str, "workers": int, "page_size": int, "max_frame_bytes": int, "log_level": str}
 _UPSTREAM_KEYS = {"command", "args", "env", "cwd", "url", "headers", "prefix", "allow", "deny", "mode", "timeout", "roots", "type", "transport", "auth"}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._url_text import has_credentials, shown
+from ._url_text import has_credentials, shown
 from .clients import _ClientFailure, _UsageFailure
 
 if TYPE_CHECKING:
