@@ -1,4 +1,5 @@
-"""The blocking MCP client: `connect()` a server (a command or an http(s) URL) and call it."""
+"""The blocking MCP client: `connect()` a server (a command, an http(s) URL, or a `Server` of this
+process) and call it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ._server_requests import Handler
 from .listen import ListChanged as ListChanged
 from .listen import Listener as Listener
 from .listen import ResourceUpdated as ResourceUpdated
+from .memory import InProcessServer, MemoryConnection
 from .session import DEFAULT_TIMEOUT
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def connect(
-    target: Sequence[str] | str,
+    target: Sequence[str] | str | InProcessServer,
     *,
     mode: str = "auto",
     timeout: float = DEFAULT_TIMEOUT,
@@ -44,8 +46,10 @@ def connect(
     """Open a session with an MCP server and agree on a protocol era.
 
     Args:
-        target: a command as a list (`["python", "server.py"]`), started as a child process, or
-            the http(s) URL of a Streamable HTTP endpoint.
+        target: a command as a list (`["python", "server.py"]`), started as a child process, the
+            http(s) URL of a Streamable HTTP endpoint, or a `Server` object of this process, served
+            to this session alone by its stdio transport on a pair of pipes (no port, no child:
+            for a program's own tests; closing the session leaves the `Server` open).
         mode: "auto" (probe 2026-07-28, fall back to the handshake era), "legacy" or "modern".
         timeout: the default deadline of every call, in seconds.
         env, cwd, stderr: for the child process (env adds to this process's environment).
@@ -83,7 +87,7 @@ def connect(
 
 
 def connection_for(
-    target: Sequence[str] | str,
+    target: Sequence[str] | str | InProcessServer,
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -92,7 +96,12 @@ def connection_for(
     auth: HttpCredentials | None = None,
     timeout: float = 30.0,
 ) -> Any:
-    """The connection for a target: a command list → a child process; an http(s) URL → HTTP."""
+    """The connection for a target: a command list → a child process; an http(s) URL → HTTP; a
+    `Server` of this process → that server on a pair of pipes."""
+    if not isinstance(target, (str, Sequence)):
+        if env is not None or cwd is not None or stderr is not None or headers is not None or auth is not None:
+            raise TypeError("env=, cwd=, stderr=, headers= and auth= are for a command or a URL: a Server of this process is called directly")
+        return MemoryConnection(target)
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
             from .http import HttpConnection
