@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -29,6 +30,7 @@ from ..transport.http.options import (
     DEFAULT_SERVED_MAX_STREAMS,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_THREADS,
+    HttpOptions,
     WsgiApp,
 )
 from ..transport.stdio.server import DEFAULT_WRITE_TIMEOUT
@@ -288,19 +290,26 @@ def serve(
 
         if not bus.startswith(BUS_SCHEMES):  # the URL is not repeated: it may hold a password
             raise click.BadParameter(f"expected a URL starting with {', '.join(BUS_SCHEMES)}", param_hint="--bus")
-    endpoint_options: dict[str, Any] = {  # the endpoint's, the same in one process or many
-        "allowed_hosts": allowed_hosts or None,
-        "allowed_origins": allowed_origins or None,
-        "request_timeout": request_timeout,
-        "session_timeout": session_timeout,
-        "max_sessions_per_caller": max_sessions_per_caller,
-        "keepalive": keepalive,
-    }
+    options = HttpOptions(  # the endpoint's, the same in one process or many
+        path=http_path,
+        allowed_hosts=allowed_hosts or None,
+        allowed_origins=allowed_origins or None,
+        max_streams=max_streams,
+        request_timeout=request_timeout,
+        session_timeout=session_timeout,
+        max_sessions_per_caller=max_sessions_per_caller,
+        keepalive=keepalive,
+        threads=threads,
+        max_connections=max_connections,
+        max_buffered_bytes=max_buffered_bytes,
+    )
     if http_address is not None and processes is not None and processes > 1:
         host, port = _parse_address(http_address)
-        streams = max_streams if max_streams is not None else min(DEFAULT_MAX_STREAMS, max(1, max_connections * 4 // 5))
-        if streams >= max_connections:
-            raise click.BadParameter("must be below --max-connections: each open stream holds a connection", param_hint="--max-streams")
+        try:
+            streams = options.wsgi_streams(max_connections)
+        except ValueError:
+            raise click.BadParameter("must be below --max-connections: each open stream holds a connection", param_hint="--max-streams") from None
+        per_worker = replace(options, max_streams=streams, subscription_cap=streams)
 
         def load_app() -> WsgiApp:  # in each worker, after the fork
             server = _build_server(target, config, name, settings, max_frame_bytes, workers, page_size)
@@ -310,7 +319,7 @@ def serve(
             _use_bus(server, bus)
             from ..gunicorn import manage
 
-            return manage(server).wsgi_app(http_path, max_streams=streams, subscription_cap=streams, **endpoint_options)
+            return manage(server).wsgi_app(options=per_worker)
 
         _serve_processes(processes, host, port, http_path, threads + streams, max_connections, log_level or settings.get("log_level", "warning"), bus, load_app)
         return
@@ -322,21 +331,7 @@ def serve(
         if auth is not None:  # else a loaded Server keeps its own
             server.auth = auth
         _use_bus(server, bus)
-        _serve_http(
-            server,
-            http_address,
-            lambda on_ready: server.serve_http(
-                host,
-                port,
-                path=http_path,
-                threads=threads,
-                max_connections=max_connections,
-                max_buffered_bytes=max_buffered_bytes,
-                on_ready=on_ready,
-                max_streams=max_streams,
-                **endpoint_options,
-            ),
-        )
+        _serve_http(server, http_address, lambda on_ready: server.serve_http(host, port, on_ready=on_ready, options=options))
         return
     from ..server import isolate_stdio
 
