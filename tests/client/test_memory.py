@@ -11,6 +11,7 @@ import pytest
 
 import mcpsync
 from mcpsync import ConnectionLost, Context, Server, Service
+from mcpsync.client import SessionOptions
 
 from .._timeouts import LONG
 
@@ -100,3 +101,12 @@ def test_a_server_shut_down_under_the_session_answers_its_call_then_the_session_
 def test_options_for_a_child_or_a_url_are_refused_for_a_server_object(server: Server) -> None:
     with pytest.raises(TypeError, match="a Server of this process"):
         mcpsync.connect(server, env={"A": "1"})
+
+
+def test_a_session_takes_its_settings_as_one_value_which_keywords_replace(server: Server) -> None:
+    options = SessionOptions(mode="legacy", timeout=LONG, elicitation=_answer)
+    with mcpsync.connect(server, options=options) as by_value, mcpsync.connect(server, options=options, mode="modern") as replaced:
+        assert (by_value.era, replaced.era) == (mcpsync.Era.HANDSHAKE, mcpsync.Era.MODERN)
+        assert replaced.call_tool("ask_name", {})["content"][0]["text"] == "Ada", "the value's callback is kept"
+    with pytest.raises(TypeError):
+        mcpsync.connect(server, mdoe="legacy")
