@@ -3,9 +3,8 @@ process) and call it."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from ._input_required import MAX_INPUT_ROUNDS  # noqa: F401  (importable from here before the options moved)
 from ._server_requests import Handler  # noqa: F401  (likewise)
@@ -13,24 +12,18 @@ from .listen import ListChanged as ListChanged
 from .listen import Listener as Listener
 from .listen import ResourceUpdated as ResourceUpdated
 from .memory import InProcessServer, MemoryConnection
+from .options import ConnectionOptions as ConnectionOptions
 from .options import SessionOptions as SessionOptions
-from .options import session_options
+from .options import split_options
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
-
-if TYPE_CHECKING:
-    from ..auth.client.credentials import HttpCredentials
 
 
 def connect(
     target: Sequence[str] | str | InProcessServer,
     *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    stderr: IO[Any] | int | None = None,
-    headers: Mapping[str, str] | None = None,
-    auth: HttpCredentials | None = None,
     options: SessionOptions | None = None,
+    connection: ConnectionOptions | None = None,
     **settings: Any,
 ) -> ClientSession:
     """Open a session with an MCP server and agree on a protocol era.
@@ -45,6 +38,8 @@ def connect(
         auth: for the HTTP endpoint, credentials whose `Authorization` header goes with every
             request and which may log in when the server asks (`mcpsync.auth.BearerToken`,
             `mcpsync.auth.oauth.OAuth`, `ClientCredentials`, or your own `HttpCredentials`).
+        connection: env, cwd, stderr, headers and auth as one `ConnectionOptions` (the keywords
+            replace its fields).
         options: the session's settings as one `SessionOptions`; the other keywords (mode,
             timeout, client_info, roots, sampling, elicitation, on_log, on_change, on_lost,
             log_level, max_input_rounds, elicitation_modes, roots_list_changed) are its fields,
@@ -56,33 +51,23 @@ def connect(
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
-    chosen = session_options(options, **settings)
-    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=headers, auth=auth, timeout=chosen.timeout)
-    return ClientSession(connection, options=chosen).open()
+    chosen, where = split_options(options, connection, dict(settings))
+    return ClientSession(connection_for(target, where, timeout=chosen.timeout), options=chosen).open()
 
 
-def connection_for(
-    target: Sequence[str] | str | InProcessServer,
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    stderr: IO[Any] | int | None = None,
-    headers: Mapping[str, str] | None = None,
-    auth: HttpCredentials | None = None,
-    timeout: float = 30.0,
-) -> Any:
+def connection_for(target: Sequence[str] | str | InProcessServer, where: ConnectionOptions, *, timeout: float = 30.0) -> Any:
     """The connection for a target: a command list → a child process; an http(s) URL → HTTP; a
     `Server` of this process → that server on a pair of pipes."""
     if not isinstance(target, (str, Sequence)):
-        if env is not None or cwd is not None or stderr is not None or headers is not None or auth is not None:
+        if where != ConnectionOptions():
             raise TypeError("env=, cwd=, stderr=, headers= and auth= are for a command or a URL: a Server of this process is called directly")
         return MemoryConnection(target)
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
             from .http import HttpConnection
 
-            return HttpConnection(target, headers=dict(headers or {}), auth=auth, timeout=timeout)
+            return HttpConnection(target, headers=dict(where.headers or {}), auth=where.auth, timeout=timeout)
         raise TypeError("pass a command as a list of program and arguments (e.g. ['mcpsync', 'serve']) or an http(s) URL")
-    if auth is not None:
+    if where.auth is not None:
         raise TypeError("auth= is for an http(s) URL: a child process takes its credentials from its environment (env=)")
-    return StdioConnection(target, env=env, cwd=cwd, stderr=stderr)
+    return StdioConnection(target, env=where.env, cwd=where.cwd, stderr=where.stderr)

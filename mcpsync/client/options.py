@@ -1,4 +1,5 @@
-"""SessionOptions: a client session's settings as one value, for `connect()` and `ClientSession`.
+"""SessionOptions and ConnectionOptions: a client session's settings, and how its connection is
+made, each as one value, for `connect()`, `ClientSession` and the gateway's upstreams.
 
 Why: both take the same settings (the era mode, the deadline, the callbacks answering the server,
 what the client says of itself); written once here, with their defaults, `connect()` passes the
@@ -8,12 +9,16 @@ times. The keywords of both still work: they build the value (an unknown one is 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import IO, TYPE_CHECKING, Any
 
 from ._input_required import MAX_INPUT_ROUNDS
 from ._server_requests import Handler
+
+if TYPE_CHECKING:
+    from ..auth.client.credentials import HttpCredentials
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -41,3 +46,28 @@ def session_options(options: SessionOptions | None, **settings: Any) -> SessionO
     """`options` (or the defaults) with the keywords given replacing its fields."""
     base = SessionOptions() if options is None else options
     return replace(base, **settings) if settings else base
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """How a connection is made: `env`, `cwd` and `stderr` for a child process (env adds to this
+    process's environment), `headers` and `auth` for an HTTP endpoint (see `connect`)."""
+
+    env: Mapping[str, str] | None = None
+    cwd: str | os.PathLike[str] | None = None
+    stderr: IO[Any] | int | None = None
+    headers: Mapping[str, str] | None = None
+    auth: HttpCredentials | None = None
+
+
+CONNECTION_FIELDS = frozenset(field.name for field in fields(ConnectionOptions))
+
+
+def split_options(
+    session: SessionOptions | None, connection: ConnectionOptions | None, settings: dict[str, Any]
+) -> tuple[SessionOptions, ConnectionOptions]:
+    """`connect()`'s keywords shared out: those naming a `ConnectionOptions` field replace the
+    connection's, the rest the session's (an unknown one is a TypeError)."""
+    made = {name: settings.pop(name) for name in CONNECTION_FIELDS & settings.keys()}
+    where = ConnectionOptions() if connection is None else connection
+    return session_options(session, **settings), replace(where, **made) if made else where
