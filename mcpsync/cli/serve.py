@@ -8,12 +8,13 @@ to stderr only: on stdio, stdout is the wire.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,15 +22,10 @@ from .._stderr_log import PipeHandler, stderr_handler
 from .._version import __version__
 from ..protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from ..transport.http.options import (
-    DEFAULT_KEEPALIVE,
-    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SESSIONS_PER_CALLER,
     DEFAULT_MAX_STREAMS,
-    DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SERVED_MAX_STREAMS,
-    DEFAULT_SESSION_TIMEOUT,
-    DEFAULT_THREADS,
     HttpOptions,
     WsgiApp,
 )
@@ -43,6 +39,7 @@ if TYPE_CHECKING:
     from .loader import Servable
 
 
+F = TypeVar("F", bound=Callable[..., Any])
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
@@ -55,6 +52,15 @@ def _configure_logging(level: str) -> None:
             replaced.close()
     root.handlers[:] = [stderr_handler(sys.stderr)]
     root.setLevel(level.upper())
+
+
+_HTTP_DEFAULTS = {field.name: field.default for field in dataclasses.fields(HttpOptions)}
+
+
+def _http_setting(flag: str, field: str, kind: click.ParamType[Any], help: str) -> Callable[[F], F]:
+    """An option for one `HttpOptions` field, its default read from there (so written once)."""
+    default = _HTTP_DEFAULTS[field]
+    return click.option(flag, field, type=kind, default=default, help=f"HTTP: {help}  [default: {default:g}]")
 
 
 @click.command()
@@ -135,17 +141,9 @@ def _configure_logging(level: str) -> None:
     "each serves --threads requests plus --max-streams streams (a thread each). With more than one, --bus redis://... "
     "is what makes them one server: without it each worker has its own sessions and listens.  [default: 1, this process alone]",
 )
-@click.option(
-    "--threads",
-    type=click.IntRange(min=2),
-    default=DEFAULT_THREADS,
-    help=f"HTTP: requests read, run or written at once, a worker thread each (a waiting connection holds none).  [default: {DEFAULT_THREADS}]",
-)
-@click.option(
-    "--max-connections",
-    type=click.IntRange(min=2),
-    default=DEFAULT_MAX_CONNECTIONS,
-    help=f"HTTP: connections open at once (one more is answered 503), at most the file descriptor limit.  [default: {DEFAULT_MAX_CONNECTIONS}]",
+@_http_setting("--threads", "threads", click.IntRange(min=2), "requests read, run or written at once, a worker thread each (a waiting connection holds none).")
+@_http_setting(
+    "--max-connections", "max_connections", click.IntRange(min=2), "connections open at once (one more is answered 503), at most the file descriptor limit."
 )
 @click.option(
     "--max-buffered-bytes",
@@ -162,18 +160,8 @@ def _configure_logging(level: str) -> None:
     help=f"HTTP: listens and GET streams open at once (per process), below --max-connections.  [default: {DEFAULT_SERVED_MAX_STREAMS} or 4/5 of "
     f"--max-connections; with --processes, where each holds a thread, {DEFAULT_MAX_STREAMS}]",
 )
-@click.option(
-    "--request-timeout",
-    type=click.FloatRange(min=0.1),
-    default=DEFAULT_REQUEST_TIMEOUT,
-    help=f"HTTP: seconds a request may run.  [default: {DEFAULT_REQUEST_TIMEOUT:g}]",
-)
-@click.option(
-    "--session-timeout",
-    type=click.FloatRange(min=1),
-    default=DEFAULT_SESSION_TIMEOUT,
-    help=f"HTTP: seconds an idle handshake-era session lives.  [default: {DEFAULT_SESSION_TIMEOUT:g}]",
-)
+@_http_setting("--request-timeout", "request_timeout", click.FloatRange(min=0.1), "seconds a request may run.")
+@_http_setting("--session-timeout", "session_timeout", click.FloatRange(min=1), "seconds an idle handshake-era session lives.")
 @click.option(
     "--max-sessions-per-caller",
     type=click.IntRange(min=1),
@@ -184,12 +172,7 @@ def _configure_logging(level: str) -> None:
     "for a service account whose "
     f"many workers share one token.  [default: {DEFAULT_MAX_SESSIONS_PER_CALLER}, or a served Server's own]",
 )
-@click.option(
-    "--keepalive",
-    type=click.FloatRange(min=0.05),
-    default=DEFAULT_KEEPALIVE,
-    help=f"HTTP: seconds between SSE keep-alive comments.  [default: {DEFAULT_KEEPALIVE:g}]",
-)
+@_http_setting("--keepalive", "keepalive", click.FloatRange(min=0.05), "seconds between SSE keep-alive comments.")
 @auth_options
 def serve(
     target: str | None,
