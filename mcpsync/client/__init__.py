@@ -14,7 +14,7 @@ from .listen import ResourceUpdated as ResourceUpdated
 from .memory import InProcessServer, MemoryConnection
 from .options import ConnectionOptions as ConnectionOptions
 from .options import SessionOptions as SessionOptions
-from .options import split_options
+from .options import split_options as _split_options
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
 
@@ -51,7 +51,7 @@ def connect(
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
-    chosen, where = split_options(options, connection, dict(settings))
+    chosen, where = _split_options(options, connection, dict(settings))
     return ClientSession(connection_for(target, where, timeout=chosen.timeout), options=chosen).open()
 
 
