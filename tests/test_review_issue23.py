@@ -17,7 +17,7 @@ from mcpsync.auth import Auth
 from mcpsync.auth.resource import METADATA_PATH
 from mcpsync.auth.static import StaticTokens
 from tests._timeouts import LONG
-from tests.auth.test_attack_bodies import GOOD, SCOPE, Endpoint, initialize
+from tests.auth.test_attack_bodies import GOOD, SCOPE, Endpoint, get_stream, initialize, mcp_request, open_session
 from tests.transport.raw_http import RawClient, Servers, request
 
 pytestmark = pytest.mark.timeout(60)
@@ -75,15 +75,6 @@ def test_a_caller_without_a_token_cannot_take_the_body_budget_through_another_pa
         served.close()
 
 
-def _mcp(frame: dict[str, object], *, session: str | None = None, token: str = GOOD) -> bytes:
-    body = json.dumps(frame).encode()
-    headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
-               ("Authorization", f"Bearer {token}"), ("MCP-Protocol-Version", "2025-11-25")]
-    if session is not None:
-        headers.append(("Mcp-Session-Id", session))
-    return request("POST", "/mcp", headers=headers, body=body, host=False)
-
-
 def test_a_body_pipelined_behind_an_open_stream_gives_its_share_back_at_its_deadline() -> None:
     """A caller with a valid token opens its session's GET stream (or a 2026-07-28 listen) and, on
     the same connection, sends the head of a POST declaring a large body, and never the body.
@@ -105,15 +96,8 @@ def test_a_body_pipelined_behind_an_open_stream_gives_its_share_back_at_its_dead
     try:
         http = servers.start(app, head_check=app.check_head, max_body_bytes=BODY, max_buffered_bytes=BODY + 1, body_timeout=0.5)
         holder = servers.connect(http)
-        holder.send(_mcp({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                          "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        created = holder.read_response()
-        session = created.header("Mcp-Session-Id")
-        assert created.status == 200 and session is not None, created.raw_head
-        holder.send(_mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session))
-        assert holder.read_response().status == 202
-        holder.send(request("GET", "/mcp", headers=[("Host", "127.0.0.1"), ("Accept", "text/event-stream"), ("Authorization", f"Bearer {GOOD}"),
-                                                     ("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")], host=False))
+        session = open_session(holder)
+        holder.send(get_stream(session))
         assert holder.read_head().status == 200
         holder.send(_post("/mcp", BODY, token=GOOD, expect=False))  # the head alone
         server.refresh_tools()  # the stream's next step reads what came before it: the head is parsed once this arrives
@@ -158,13 +142,13 @@ def test_a_caller_at_its_bound_is_told_429_even_when_the_table_is_full() -> None
     client = RawClient(serving.port)
     try:
         for token in (GOOD, GOOD, OTHER):
-            client.send(_mcp(INITIALIZE, token=token))
+            client.send(mcp_request(INITIALIZE, token=token))
             created = client.read_response()
             session = created.header("Mcp-Session-Id")
             assert created.status == 200 and session is not None, created.raw_head
-            client.send(_mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session, token=token))
+            client.send(mcp_request({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session, token=token))
             assert client.read_response().status == 202  # used now: within the grace, not to be given up
-        client.send(_mcp(INITIALIZE, token=GOOD))
+        client.send(mcp_request(INITIALIZE, token=GOOD))
         refused = client.read_response()
         assert refused.status == 429, (refused.status, refused.body)
     finally:

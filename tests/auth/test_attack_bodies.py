@@ -54,6 +54,33 @@ def initialize(padding: int = 0) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode()
 
 
+def mcp_request(frame: dict[str, object], *, session: str | None = None, token: str = GOOD) -> bytes:
+    """A whole POST of `frame` to /mcp with `token`, on a handshake-era `session` if given."""
+    headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
+               ("Authorization", f"Bearer {token}"), ("MCP-Protocol-Version", "2025-11-25")]
+    if session is not None:
+        headers.append(("Mcp-Session-Id", session))
+    return request("POST", "/mcp", headers=headers, body=json.dumps(frame).encode(), host=False)
+
+
+def open_session(client: RawClient) -> str:
+    """initialize and notifications/initialized on `client`'s connection: the session's id."""
+    client.send(mcp_request({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                             "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+    created = client.read_response()
+    session = created.header("Mcp-Session-Id")
+    assert created.status == 200 and session is not None, created.raw_head
+    client.send(mcp_request({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session))
+    assert client.read_response().status == 202
+    return session
+
+
+def get_stream(session: str) -> bytes:
+    """The GET that opens `session`'s event stream."""
+    return request("GET", "/mcp", headers=[("Host", "127.0.0.1"), ("Accept", "text/event-stream"), ("Authorization", f"Bearer {GOOD}"),
+                                          ("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")], host=False)
+
+
 def mcp_post(body_length: int | None, *, token: str | None = None, expect: bool = False, host: str = "127.0.0.1") -> bytes:
     """The head of a POST to /mcp declaring `body_length` bytes, or (None) a chunked body; the
     body is sent separately."""

@@ -18,7 +18,7 @@ from mcpsync import Server, Service
 from mcpsync.auth import Auth
 from mcpsync.auth.resource import METADATA_PATH
 from mcpsync.auth.static import StaticTokens
-from tests.auth.test_attack_bodies import GOOD, SCOPE, refused_at_the_head
+from tests.auth.test_attack_bodies import GOOD, SCOPE, get_stream, open_session, refused_at_the_head
 from tests.transport.raw_http import RawClient, Servers, request
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,14 +36,6 @@ def _head(method: str, path: str, length: int, *, token: str | None = None, extr
     return request(method, path, headers=headers, host=False)
 
 
-def _mcp(frame: dict[str, object], *, session: str | None = None) -> bytes:
-    headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"),
-               ("Authorization", f"Bearer {GOOD}"), ("MCP-Protocol-Version", "2025-11-25")]
-    if session is not None:
-        headers.append(("Mcp-Session-Id", session))
-    return request("POST", "/mcp", headers=headers, body=json.dumps(frame).encode(), host=False)
-
-
 def test_a_body_pipelined_with_a_stream_request_in_one_write_holds_no_budget_for_the_stream() -> None:
     """A caller with a valid token sends, in one write, its session's GET (which becomes a stream)
     and the head of a POST declaring 1 MiB, never the body. The server reads both at once, so
@@ -57,16 +49,8 @@ def test_a_body_pipelined_with_a_stream_request_in_one_write_holds_no_budget_for
     try:
         http = servers.start(app, head_check=app.check_head, max_body_bytes=BODY, max_buffered_bytes=BODY + 1)
         holder = servers.connect(http)
-        holder.send(_mcp({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                          "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        created = holder.read_response()
-        session = created.header("Mcp-Session-Id")
-        assert created.status == 200 and session is not None, created.raw_head
-        holder.send(_mcp({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session))
-        assert holder.read_response().status == 202
-        get = request("GET", "/mcp", headers=[("Host", "127.0.0.1"), ("Accept", "text/event-stream"), ("Authorization", f"Bearer {GOOD}"),
-                                               ("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")], host=False)
-        holder.send(get + _head("POST", "/mcp", BODY, token=GOOD, expect=False))
+        session = open_session(holder)
+        holder.send(get_stream(session) + _head("POST", "/mcp", BODY, token=GOOD, expect=False))
         stream = holder.read_head()
         assert stream.status == 200 and stream.closes, stream.raw_head
         other = servers.connect(http)
