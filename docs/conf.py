@@ -60,7 +60,7 @@ nitpick_ignore_regex = [
 # not document them: their names show unlinked.
 nitpick_ignore_regex += [
     ("py:class", (r"(mcpsync\.[\w.]+\.)?(Request|Notification|Response|Invalid|Session|Envelope|TransportInfo|Outcome"
-                  r"|Engine|WsgiApp|StdioWire|StdioServer|CancelSignal|_FunctionResource|Connector|RemoteOptions|ClientRoots|Watchdog)")),
+                  r"|Engine|Exchange|FdTransport|WsgiApp|StdioWire|StdioServer|CancelSignal|_FunctionResource|Connector|RemoteOptions|ClientRoots|Watchdog)")),
 ]
 # Type variables (F = TypeVar("F", ...) for the decorators) have nothing to link to.
 nitpick_ignore_regex += [("py:class", r"(mcpsync\.[\w.]+\.)?_?[A-Z]")]
@@ -121,7 +121,7 @@ def _resolve_short_name(app, env, node, contnode):  # type: ignore[no-untyped-de
 # module's namespace, as the type checker sees them. (autodoc_type_aliases would do it, but
 # Sphinx 9 cannot render such an alias inside `X | None`.)
 
-_TYPE_CHECKING_NAMES = {"HttpCredentials": "mcpsync.auth.credentials"}
+_TYPE_CHECKING_NAMES = {"HttpCredentials": "mcpsync.auth.client.credentials"}
 
 
 def _type_checking_names(app, obj, bound_method):  # type: ignore[no-untyped-def]

@@ -29,9 +29,9 @@ from wire import REPO_ROOT, modern_meta, read_serving_url, spawn_http_server
 import mcpsync
 from mcpsync import Server
 from mcpsync.auth import Auth, Principal
-from mcpsync.auth.introspection import IntrospectionVerifier
-from mcpsync.auth.jwt import JwtVerifier
-from mcpsync.auth.static import StaticTokens
+from mcpsync.auth.resource.introspection import IntrospectionVerifier
+from mcpsync.auth.resource.jwt import JwtVerifier
+from mcpsync.auth.resource.static import StaticTokens
 from mcpsync.engine.interceptors import Call, Interceptor
 from mcpsync.errors import McpsyncError
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES

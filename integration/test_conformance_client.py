@@ -7,7 +7,7 @@ scenario the suite starts a mock server (and, for ``auth/*``, a fake authorizati
 client with the server's URL; the mock judges what the client sent. The requirement set scores 18
 and 32 scenarios; the extension ones (``auth/client-credentials-*``, DPoP, ...) and the
 added-after-release one run and are reported here, never scored, except that the two extensions
-mcpsync implements (the client credentials grant, ``mcpsync.auth.client_credentials``) must pass.
+mcpsync implements (the client credentials grant, ``mcpsync.auth.client.client_credentials``) must pass.
 
 The test fails on any FAILURE check of a scored scenario that
 ``integration/conformance/known-client-failures.txt`` does not list (each entry with its reason; the

@@ -27,8 +27,8 @@ import pytest
 from mcpsync import AskTimeout, Context, Server, Service
 from mcpsync.errors import McpsyncError
 from mcpsync.protocol.jsonrpc import McpError, Request, Response
-from mcpsync.transport._http_sessions import PendingAsks
-from mcpsync.transport._http_stream import TIMEOUT, Exchange, Final
+from mcpsync.transport.http._sessions import PendingAsks
+from mcpsync.transport.http._stream import TIMEOUT, Exchange, Final
 from wire import modern_meta
 
 pytestmark = pytest.mark.timeout(60)

@@ -34,8 +34,8 @@ from wire import REPO_ROOT, base_env
 import mcpsync
 from mcpsync import Context, Server, Service
 from mcpsync.auth import Auth, ClientCredentials, IntrospectionVerifier, MemoryTokenStore, OAuth
-from mcpsync.auth.discovery import discover_authorization_server
-from mcpsync.auth.jwt import JwtVerifier
+from mcpsync.auth.client.discovery import discover_authorization_server
+from mcpsync.auth.resource.jwt import JwtVerifier
 from tests._timeouts import LONG
 from tests.auth.authority import unreachable_url
 

@@ -50,8 +50,8 @@ if TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
     from .client import ListChanged as ListChanged
     from .client import ResourceUpdated as ResourceUpdated
     from .client import connect as connect
-    from .transport.http import WsgiTransport as WsgiTransport
-    from .transport.http_serving import HttpServing as HttpServing
+    from .transport.http.endpoint import WsgiTransport as WsgiTransport
+    from .transport.http.serving import HttpServing as HttpServing
 
 logging.getLogger("mcpsync").addHandler(logging.NullHandler())
 
@@ -62,8 +62,8 @@ _LAZY_MODULES = {
     "ListChanged": "client",
     "ResourceUpdated": "client",
     "connect": "client",
-    "HttpServing": "transport.http_serving",
-    "WsgiTransport": "transport.http",
+    "HttpServing": "transport.http.serving",
+    "WsgiTransport": "transport.http.endpoint",
 }
 
 if not TYPE_CHECKING:  # hidden from checkers, so a misspelt `mcpsync.name` is an error there, not `object`

@@ -154,7 +154,7 @@ def _shutdown(worker: Any, timeout: float | None) -> None:
             for each in servers:
                 each.shutdown(timeout)
             return
-        from .transport.http import WsgiTransport
+        from .transport.http.endpoint import WsgiTransport
 
         app = getattr(worker, "wsgi", None)
         if isinstance(app, WsgiTransport):

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ujson
@@ -27,30 +28,23 @@ from .engine.engine import Engine
 from .engine.interceptors import Interceptor
 from .engine.session import Session
 from .errors import McpsyncError
+from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from .protocol.versions import Era
-from .transport.http_options import (
-    DEFAULT_KEEPALIVE,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_SESSIONS,
+from .transport.http.options import (
     DEFAULT_MAX_SESSIONS_PER_CALLER,
-    DEFAULT_MAX_STREAMS,
-    DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_SERVED_MAX_STREAMS,
-    DEFAULT_SESSION_TIMEOUT,
-    DEFAULT_THREADS,
-    WsgiApp,
+    HttpOptions,
 )
-from .transport.stdio import DEFAULT_MAX_FRAME_BYTES, DEFAULT_WRITE_TIMEOUT, StdioServer
-from .transport.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
+from .transport.lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
+from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT, StdioServer
 
 if TYPE_CHECKING:
-    from .auth.credentials import HttpCredentials
-    from .auth.resource import Auth
+    from .auth.client.credentials import HttpCredentials
+    from .auth.resource.guard import Auth
     from .bus import Bus
     from .bus.store import Store
     from .gateway.remote import RemoteSource
-    from .transport.http import WsgiTransport
-    from .transport.http_serving import HttpServing
+    from .transport.http.endpoint import WsgiTransport
+    from .transport.http.serving import HttpServing
 
 log = logging.getLogger("mcpsync")
 
@@ -244,8 +238,7 @@ class Server:
                 raise TypeError(f"upstream {name!r}: give a command as a list (e.g. shlex.split({target!r})) or an http(s) URL")
         elif not target or not all(isinstance(part, str) for part in target) or not target[0].strip():
             raise ValueError(f"upstream {name!r}: the command must be a non-empty list of strings")
-        from .config import parse_roots
-        from .gateway.remote import RemoteOptions  # by the first upstream: a plain serve starts without them
+        from .gateway.remote import RemoteOptions, parse_roots  # by the first upstream: a plain serve starts without them
         from .gateway.upstream import upstream_source
 
         try:
@@ -441,173 +434,70 @@ class Server:
         return transport
 
     # -- HTTP -----------------------------------------------------------------------------------
-    def wsgi_app(
-        self,
-        path: str = "/mcp",
-        *,
-        fallback: WsgiApp | None = None,
-        allowed_hosts: Iterable[str] | None = None,
-        allowed_origins: Iterable[str] | None = None,
-        auth: Auth | None = None,
-        max_streams: int = DEFAULT_MAX_STREAMS,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-        keepalive: float = DEFAULT_KEEPALIVE,
-        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-        max_sessions_per_caller: int | None = None,
-        workers: int | None = None,
-        max_body_bytes: int | None = None,
-        subscription_cap: int | None = None,
-        shutdown_timeout: float | None = None,
-        bus: Bus | str | None = None,
-    ) -> WsgiTransport:
-        """A WSGI application serving this server's MCP endpoint at `path`, in both eras.
+    def wsgi_app(self, path: str | None = None, *, options: HttpOptions | None = None, bus: Bus | str | None = None, **settings: Any) -> WsgiTransport:
+        """A WSGI application serving this server's MCP endpoint at `path` (None: the options',
+        "/mcp" by default), in both eras.
 
         Host it with any WSGI server that streams (cheroot, gunicorn's gthread workers, uWSGI,
         mod_wsgi), or mount it beside another WSGI app (`fallback=flask_app` serves every other
-        path). The keywords are those of `WsgiTransport`; `auth`, `workers`, `max_body_bytes`,
-        `subscription_cap`, `shutdown_timeout` and `max_sessions_per_caller` default (None) to
-        this server's `auth`, `workers`, `max_frame_bytes`, `subscription_cap`,
-        `shutdown_timeout` and `max_sessions_per_caller`. `bus`, for a
-        server that has none yet, is `use_bus(bus)` first (as `Server(bus=...)`), so a WSGI module
-        can name its Redis where it makes the app. The app stops with `shutdown()`.
+        path). The settings are an `HttpOptions` (`options`), or its fields as keywords (they
+        replace those of `options`): `fallback`, `allowed_hosts`, `allowed_origins`, `auth`,
+        `max_streams` (default 256, where each stream holds a thread), `request_timeout`,
+        `keepalive`, `session_timeout`, `max_sessions`, `max_sessions_per_caller`, `workers`,
+        `max_body_bytes`, `subscription_cap`, `shutdown_timeout`; those that are None are this
+        server's own (`auth`, `workers`, `max_frame_bytes`, ...). `bus`, for a server that has
+        none yet, is `use_bus(bus)` first (as `Server(bus=...)`), so a WSGI module can name its
+        Redis where it makes the app. The app stops with `shutdown()`.
         """
+        chosen = _http_options(options, **settings, **({} if path is None else {"path": path}))
         if bus is not None:
             self.use_bus(bus)
-        app = self._http_app(
-            path,
-            lambda: self._unregister(app),
-            fallback=fallback,
-            allowed_hosts=allowed_hosts,
-            allowed_origins=allowed_origins,
-            auth=auth,
-            max_streams=max_streams,
-            request_timeout=request_timeout,
-            keepalive=keepalive,
-            session_timeout=session_timeout,
-            max_sessions=max_sessions,
-            max_sessions_per_caller=max_sessions_per_caller,
-            workers=workers,
-            max_body_bytes=max_body_bytes,
-            subscription_cap=subscription_cap,
-            shutdown_timeout=shutdown_timeout,
-        )
+        app = self._http_app(chosen, chosen.wsgi_streams(), lambda: self._unregister(app))
         with self._lock:
             self._transports.append(app)
         return app
 
-    def start_http(
-        self,
-        host: str = "127.0.0.1",
-        port: int = 8000,
-        *,
-        path: str = "/mcp",
-        threads: int = DEFAULT_THREADS,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
-        fallback: WsgiApp | None = None,
-        allowed_hosts: Iterable[str] | None = None,
-        allowed_origins: Iterable[str] | None = None,
-        auth: Auth | None = None,
-        max_streams: int | None = None,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-        keepalive: float = DEFAULT_KEEPALIVE,
-        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-        max_sessions_per_caller: int | None = None,
-        workers: int | None = None,
-        max_body_bytes: int | None = None,
-        subscription_cap: int | None = None,
-        shutdown_timeout: float | None = None,
-        max_buffered_bytes: int | None = None,
-    ) -> HttpServing:
+    def start_http(self, host: str = "127.0.0.1", port: int = 8000, *, options: HttpOptions | None = None, **settings: Any) -> HttpServing:
         """Serve HTTP on `host:port` (port 0: any free one; see `.url`) with mcpsync's own
         HTTP/1.1 server, on a background thread, and return at once; `shutdown()` stops it.
-        `threads` is how many requests it reads, runs or writes at once, a worker thread each;
-        `max_connections` how many connections it holds open (one more is answered 503), which
-        cost a file descriptor each while they wait, as do open streams: `max_streams` (default,
-        None: 8,000, or four fifths of `max_connections` if fewer) must stay below it, and is
-        also the listens' cap unless `subscription_cap` is given. `max_buffered_bytes` bounds
-        the request bodies it holds at once, across all connections (None: 64 MiB, or
-        `max_body_bytes` if more; a request past it is answered 503 with Retry-After before its
-        body is sent). The other keywords are those of `wsgi_app`."""
-        streams = _streams_within(max_connections, max_streams)
-        return self._hosted_http(
-            host,
-            port,
-            threads,
-            max_connections,
-            max_buffered_bytes,
-            lambda on_stopped: self._http_app(
-                path,
-                on_stopped,
-                fallback=fallback,
-                allowed_hosts=allowed_hosts,
-                allowed_origins=allowed_origins,
-                auth=auth,
-                max_streams=streams,
-                request_timeout=request_timeout,
-                keepalive=keepalive,
-                session_timeout=session_timeout,
-                max_sessions=max_sessions,
-                max_sessions_per_caller=max_sessions_per_caller,
-                workers=workers,
-                max_body_bytes=max_body_bytes,
-                subscription_cap=streams if subscription_cap is None else subscription_cap,
-                shutdown_timeout=shutdown_timeout,
-            ),
-        ).start()
+        The settings are those of `wsgi_app` (`options`, or its fields as keywords, `path`
+        among them), and of the server: `threads` is how many requests it reads, runs or writes
+        at once, a worker thread each; `max_connections` how many connections it holds open (one
+        more is answered 503), which cost a file descriptor each while they wait, as do open
+        streams: `max_streams` (default, None: 8,000, or four fifths of `max_connections` if
+        fewer) must stay below it, and is also the listens' cap unless `subscription_cap` is
+        given. `max_buffered_bytes` bounds the request bodies it holds at once, across all
+        connections (None: 64 MiB, or `max_body_bytes` if more; a request past it is answered
+        503 with Retry-After before its body is sent)."""
+        from .transport.http.serving import HttpServing
+
+        chosen = _http_options(options, **settings)
+        streams = chosen.served_streams()
+        serving: HttpServing | None = None
+        app = self._http_app(chosen, streams, lambda: self._unregister(serving), subscription_cap=streams)
+        try:
+            serving = HttpServing(app, host, port, threads=chosen.threads, max_connections=chosen.max_connections, max_buffered_bytes=chosen.max_buffered_bytes)
+        except BaseException:
+            app.shutdown(0)
+            raise
+        with self._lock:
+            self._transports.append(serving)
+        return serving.start()
 
     def serve_http(
         self,
         host: str = "127.0.0.1",
         port: int = 8000,
         *,
-        path: str = "/mcp",
-        threads: int = DEFAULT_THREADS,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         on_ready: Callable[[str], None] | None = None,
-        fallback: WsgiApp | None = None,
-        allowed_hosts: Iterable[str] | None = None,
-        allowed_origins: Iterable[str] | None = None,
-        auth: Auth | None = None,
-        max_streams: int | None = None,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-        keepalive: float = DEFAULT_KEEPALIVE,
-        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-        max_sessions_per_caller: int | None = None,
-        workers: int | None = None,
-        max_body_bytes: int | None = None,
-        subscription_cap: int | None = None,
-        shutdown_timeout: float | None = None,
-        max_buffered_bytes: int | None = None,
+        options: HttpOptions | None = None,
+        **settings: Any,
     ) -> bool:
         """Serve HTTP on `host:port` until `shutdown()` (or SIGTERM/SIGINT, when called on the
         main thread); blocks. `on_ready(url)` is called once the port is bound (port 0 picks a
-        free one). The other keywords are those of `start_http`. True if every request finished
-        in time."""
-        serving = self.start_http(
-            host,
-            port,
-            path=path,
-            threads=threads,
-            max_connections=max_connections,
-            fallback=fallback,
-            allowed_hosts=allowed_hosts,
-            allowed_origins=allowed_origins,
-            auth=auth,
-            max_streams=max_streams,
-            request_timeout=request_timeout,
-            keepalive=keepalive,
-            session_timeout=session_timeout,
-            max_sessions=max_sessions,
-            max_sessions_per_caller=max_sessions_per_caller,
-            workers=workers,
-            max_body_bytes=max_body_bytes,
-            subscription_cap=subscription_cap,
-            shutdown_timeout=shutdown_timeout,
-            max_buffered_bytes=max_buffered_bytes,
-        )
+        free one). The settings are those of `start_http`. True if every request finished in
+        time."""
+        serving = self.start_http(host, port, options=options, **settings)
         with graceful_signals(serving, on_signal=lambda: self._upstreams_shutting_down(True)):
             if on_ready is not None:
                 on_ready(serving.url)
@@ -616,74 +506,33 @@ class Server:
             finally:
                 self._upstreams_shutting_down(False)
 
-    def _hosted_http(
-        self,
-        host: str,
-        port: int,
-        threads: int,
-        max_connections: int,
-        max_buffered_bytes: int | None,
-        make_app: Callable[[Callable[[], None]], WsgiTransport],
-    ) -> HttpServing:
-        """mcpsync's HTTP server (not started) for the app `make_app(on_stopped)` returns."""
-        from .transport.http_serving import HttpServing
-
-        serving: HttpServing | None = None
-        app = make_app(lambda: self._unregister(serving))
-        try:
-            serving = HttpServing(app, host, port, threads=threads, max_connections=max_connections, max_buffered_bytes=max_buffered_bytes)
-        except BaseException:
-            app.shutdown(0)
-            raise
-        with self._lock:
-            self._transports.append(serving)
-        return serving
-
     def _unregister(self, transport: Any) -> None:
         with self._lock:
             if transport in self._transports:
                 self._transports.remove(transport)
 
-    def _http_app(
-        self,
-        path: str,
-        on_stopped: Callable[[], None],
-        *,
-        fallback: WsgiApp | None,
-        allowed_hosts: Iterable[str] | None,
-        allowed_origins: Iterable[str] | None,
-        auth: Auth | None,
-        max_streams: int,
-        request_timeout: float,
-        keepalive: float,
-        session_timeout: float,
-        max_sessions: int,
-        max_sessions_per_caller: int | None,
-        workers: int | None,
-        max_body_bytes: int | None,
-        subscription_cap: int | None,
-        shutdown_timeout: float | None,
-    ) -> WsgiTransport:
-        """The one place a `WsgiTransport` is made: what was not given is this server's."""
-        from .transport.http import WsgiTransport
+    def _http_app(self, options: HttpOptions, streams: int, on_stopped: Callable[[], None], *, subscription_cap: int | None = None) -> WsgiTransport:
+        """The one place a `WsgiTransport` is made: what `options` leaves None is this server's."""
+        from .transport.http.endpoint import WsgiTransport
 
+        cap = options.subscription_cap if options.subscription_cap is not None else subscription_cap
         return WsgiTransport(
             self.engine,
-            path=path,
-            fallback=fallback,
-            allowed_hosts=allowed_hosts,
-            allowed_origins=allowed_origins,
-            auth=self.auth if auth is None else auth,
-            max_body_bytes=self.max_frame_bytes if max_body_bytes is None else max_body_bytes,
-            request_timeout=request_timeout,
-            keepalive=keepalive,
-            max_streams=max_streams,
-            subscription_cap=self.subscription_cap if subscription_cap is None else subscription_cap,
-            session_timeout=session_timeout,
-            max_sessions=max_sessions,
-            max_sessions_per_caller=self.max_sessions_per_caller if max_sessions_per_caller is None else max_sessions_per_caller,
-            workers=self.workers if workers is None else workers,
-            shutdown_timeout=self.shutdown_timeout if shutdown_timeout is None else shutdown_timeout,
+            path=options.path,
+            fallback=options.fallback,
+            allowed_hosts=options.allowed_hosts,
+            allowed_origins=options.allowed_origins,
+            auth=self.auth if options.auth is None else options.auth,
+            max_body_bytes=self.max_frame_bytes if options.max_body_bytes is None else options.max_body_bytes,
+            request_timeout=options.request_timeout,
+            keepalive=options.keepalive,
+            max_streams=streams,
+            subscription_cap=self.subscription_cap if cap is None else cap,
+            session_timeout=options.session_timeout,
+            max_sessions=options.max_sessions,
+            max_sessions_per_caller=self.max_sessions_per_caller if options.max_sessions_per_caller is None else options.max_sessions_per_caller,
+            workers=self.workers if options.workers is None else options.workers,
+            shutdown_timeout=self.shutdown_timeout if options.shutdown_timeout is None else options.shutdown_timeout,
             on_stopped=on_stopped,
             store=self._store,
             bus=self._bus,
@@ -722,14 +571,11 @@ class Server:
         self.close()
 
 
-def _streams_within(max_connections: int, max_streams: int | None) -> int:
-    """`max_streams` for mcpsync's HTTP server of `max_connections` (None: the default, or four
-    fifths of them if fewer), which must stay below it: each open stream holds a connection."""
-    if max_streams is None:
-        return max(1, min(DEFAULT_SERVED_MAX_STREAMS, max_connections * 4 // 5))
-    if max_streams >= max_connections:
-        raise ValueError("max_streams must be below max_connections: each open stream holds a connection")
-    return max_streams
+def _http_options(options: HttpOptions | None, **settings: Any) -> HttpOptions:
+    """`options` (or the defaults) with the keywords given replacing its fields: how the keyword
+    API builds the one value (an unknown keyword is a TypeError, as before)."""
+    base = HttpOptions() if options is None else options
+    return replace(base, **settings) if settings else base
 
 
 def _declares_roots(session: Session) -> bool:

@@ -117,7 +117,7 @@ class Authority:
 
 def _auth(jwks_url: str, issuer: str, **verifier_options: Any) -> Any:
     from mcpsync.auth import Auth
-    from mcpsync.auth.jwt import JwtVerifier
+    from mcpsync.auth.resource.jwt import JwtVerifier
 
     verifier = JwtVerifier(jwks_url=jwks_url, issuer=issuer, audience=RESOURCE, **verifier_options)
     return Auth(verifier, resource=RESOURCE, authorization_servers=[issuer], required_scopes=[SCOPE])
@@ -128,7 +128,7 @@ def uncached_server() -> Any:
     import os
 
     from mcpsync import Server
-    from mcpsync.demo import build_demo_service
+    from mcpsync.cli.demo import build_demo_service
 
     auth = _auth(os.environ[ENV_PREFIX + "JWKS_URL"], os.environ[ENV_PREFIX + "ISSUER"], cache_ttl=0)
     return Server("mcpsync-demo", services=[build_demo_service()], auth=auth)

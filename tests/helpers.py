@@ -74,6 +74,10 @@ class FakeExchange:
         self.notifications: list[tuple[str, dict[str, Any]]] = []
         self.cancel_event = threading.Event()
 
+    on_cancel = None  # what this fake cannot do, it says as the engine's `Exchange` lets it: None
+    ask = None
+    release_stream = None
+
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.notifications.append((method, params))
 

@@ -1,4 +1,4 @@
-"""Tests for mcpsync.config: the gateway's TOML, the mcpServers JSON of Claude Desktop, Cursor and VS
+"""Tests for mcpsync.cli.config: the gateway's TOML, the mcpServers JSON of Claude Desktop, Cursor and VS
 Code, and `--upstream` arguments. Every bad file is one `ConfigError` naming the file, the line and
 the key, so a user can go straight to the mistake."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import mcpsync.config
-from mcpsync.config import AuthConfig, ConfigError, GatewayConfig, UpstreamAuth, UpstreamConfig, load_config, upstream_from_argument
+import mcpsync.cli.config
+from mcpsync.cli.config import AuthConfig, ConfigError, GatewayConfig, UpstreamAuth, UpstreamConfig, load_config, upstream_from_argument
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -110,7 +110,7 @@ def test_toml_defaults_and_a_command_string_with_args(tmp_path: Path) -> None:
 
 def test_the_toml_of_the_module_docstring_is_read_whole(tmp_path: Path) -> None:
     """What config.py's docstring shows a user is a file this reader takes."""
-    doc = mcpsync.config.__doc__ or ""
+    doc = mcpsync.cli.config.__doc__ or ""
     example = doc.split("::\n", 1)[1].split("\nand the `mcpServers`", 1)[0]
     config = load_config(write(tmp_path, "gateway.toml", example))
     assert [upstream.name for upstream in config.upstreams] == ["files", "remote"]

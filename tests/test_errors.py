@@ -18,8 +18,8 @@ from mcpsync import CallTimeout, McpError, McpsyncError, ResourceNotFound, Sessi
 from mcpsync.catalog.context import AskTimeout
 from mcpsync.catalog.questions import NeedAnswers
 from mcpsync.catalog.validation import InvalidArguments
-from mcpsync.config import ConfigError
-from mcpsync.loader import TargetError
+from mcpsync.cli.config import ConfigError
+from mcpsync.cli.loader import TargetError
 from mcpsync.protocol.jsonrpc import EncodeError
 
 # Not errors: control flow that must get past a tool's own `except Exception` (a BaseException).

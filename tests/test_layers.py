@@ -70,3 +70,22 @@ def test_no_module_imports_another_packages_private_module() -> None:
 
 def test_the_known_leaks_are_still_there_or_are_struck_off() -> None:
     assert KNOWN_LEAKS <= _leaks(), "a leak was fixed: strike it off KNOWN_LEAKS"
+
+
+HTTPD_MAY_IMPORT = {"mcpsync.errors", "mcpsync._pool"}
+"""What of mcpsync outside `mcpsync.httpd` the HTTP server may import: the exception family and the
+worker pool, neither of which knows MCP."""
+
+
+def test_the_http_server_imports_nothing_of_mcp() -> None:
+    """`mcpsync.httpd` is a general HTTP/1.1 server: the MCP endpoint is an application it serves,
+    so it names no protocol, engine, transport or server module."""
+    outside = set()
+    for path in (PACKAGE / "httpd").rglob("*.py"):
+        for name in _imports(path):
+            if name.startswith("mcpsync.httpd") or name in HTTPD_MAY_IMPORT:
+                continue
+            if any(name.startswith(allowed + ".") for allowed in HTTPD_MAY_IMPORT):
+                continue
+            outside.add((str(path.relative_to(PACKAGE)), name))
+    assert outside == set()

@@ -14,11 +14,11 @@ import pytest
 
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
-from mcpsync.auth.resource import METADATA_PATH
-from mcpsync.auth.static import StaticTokens
+from mcpsync.auth.resource.guard import METADATA_PATH
+from mcpsync.auth.resource.static import StaticTokens
 from tests._timeouts import LONG
 from tests.auth.test_attack_bodies import GOOD, SCOPE, Endpoint, get_stream, initialize, mcp_request, open_session
-from tests.transport.raw_http import RawClient, Servers, request
+from tests.httpd.raw_http import RawClient, Servers, request
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -222,8 +222,8 @@ class Redirects:
 
 
 def oauth(**kwargs: Any) -> Any:
-    from mcpsync.auth.oauth import OAuth
-    from mcpsync.auth.store import MemoryTokenStore
+    from mcpsync.auth.client.oauth import OAuth
+    from mcpsync.auth.client.store import MemoryTokenStore
 
     redirects = Redirects()
     return OAuth(
@@ -285,8 +285,8 @@ def pre_registered(url: str, context: dict[str, Any], version: str) -> None:
 
 @scenario("auth/client-credentials-basic")
 def client_credentials_basic(url: str, context: dict[str, Any], version: str) -> None:
-    from mcpsync.auth.client_credentials import ClientCredentials
-    from mcpsync.auth.store import MemoryTokenStore
+    from mcpsync.auth.client.client_credentials import ClientCredentials
+    from mcpsync.auth.client.store import MemoryTokenStore
 
     auth = ClientCredentials(context["client_id"], client_secret=context["client_secret"], token_store=MemoryTokenStore(), timeout=TIMEOUT)
     list_and_call_test_tool(url, version, auth)
@@ -294,8 +294,8 @@ def client_credentials_basic(url: str, context: dict[str, Any], version: str) ->
 
 @scenario("auth/client-credentials-jwt")
 def client_credentials_jwt(url: str, context: dict[str, Any], version: str) -> None:
-    from mcpsync.auth.client_credentials import ClientCredentials
-    from mcpsync.auth.store import MemoryTokenStore
+    from mcpsync.auth.client.client_credentials import ClientCredentials
+    from mcpsync.auth.client.store import MemoryTokenStore
 
     auth = ClientCredentials(
         context["client_id"],

@@ -1,10 +1,11 @@
 """Authorization for the HTTP endpoint: mcpsync as an OAuth 2.1 resource server.
 
-Both sides. The server's: `Auth` (in `resource`) protects an endpoint with a `TokenVerifier`:
-`JwtVerifier` (in `jwt`, needs the `mcpsync[auth]` extra), `IntrospectionVerifier`
-(`introspection`), `StaticTokens` (`static`), or your own. The client's: `connect(url, auth=...)`
-takes `HttpCredentials` (in `credentials`): `BearerToken`, `OAuth` (`oauth`: the whole login
-flow), `ClientCredentials` (`client_credentials`), with tokens kept in a `TokenStore` (`store`).
+Both sides, a folder each. The server's, `resource/`: `Auth` (in `guard`) protects an endpoint
+with a `TokenVerifier` (`principal`): `JwtVerifier` (in `jwt`, needs the `mcpsync[auth]` extra),
+`IntrospectionVerifier` (`introspection`), `StaticTokens` (`static`), or your own. The client's,
+`client/`: `connect(url, auth=...)` takes `HttpCredentials` (in `credentials`): `BearerToken`,
+`OAuth` (`oauth`: the whole login flow), `ClientCredentials` (`client_credentials`), with tokens
+kept in a `TokenStore` (`store`). `fetch` is the blocking JSON GET and form POST both sides use.
 All but the vocabulary are imported from here on first use, so that importing mcpsync (which a
 stdio server does) loads none of them, nor the HTTP client they fetch with.
 """
@@ -14,18 +15,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .credentials import BearerToken, HttpCredentials
-from .principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
-from .resource import Auth, AuthRefusal
+from .client.credentials import BearerToken, HttpCredentials
+from .resource.guard import Auth, AuthRefusal
+from .resource.principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 
 if TYPE_CHECKING:
-    from .client_credentials import ClientCredentials
-    from .discovery import OAuthError
-    from .introspection import IntrospectionVerifier
-    from .jwt import JwtVerifier
-    from .oauth import OAuth
-    from .static import StaticTokens
-    from .store import FileTokenStore, MemoryTokenStore, TokenStore
+    from .client.client_credentials import ClientCredentials
+    from .client.discovery import OAuthError
+    from .client.oauth import OAuth
+    from .client.store import FileTokenStore, MemoryTokenStore, TokenStore
+    from .resource.introspection import IntrospectionVerifier
+    from .resource.jwt import JwtVerifier
+    from .resource.static import StaticTokens
 
 __all__ = [
     "Auth",
@@ -49,15 +50,15 @@ __all__ = [
 ]
 
 _LAZY = {
-    "JwtVerifier": ".jwt",
-    "IntrospectionVerifier": ".introspection",
-    "StaticTokens": ".static",
-    "OAuth": ".oauth",
-    "OAuthError": ".discovery",
-    "ClientCredentials": ".client_credentials",
-    "TokenStore": ".store",
-    "FileTokenStore": ".store",
-    "MemoryTokenStore": ".store",
+    "JwtVerifier": ".resource.jwt",
+    "IntrospectionVerifier": ".resource.introspection",
+    "StaticTokens": ".resource.static",
+    "OAuth": ".client.oauth",
+    "OAuthError": ".client.discovery",
+    "ClientCredentials": ".client.client_credentials",
+    "TokenStore": ".client.store",
+    "FileTokenStore": ".client.store",
+    "MemoryTokenStore": ".client.store",
 }
 
 

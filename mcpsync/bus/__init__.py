@@ -74,6 +74,13 @@ class Bus(Protocol):
         may have been missed, so the owner re-syncs."""
         ...
 
+    @property
+    def connected(self) -> bool:
+        """Whether the backend is reachable now, so messages published reach the other buses (a
+        bus that cannot tell says True). While it is False, a replica trusts no copy of what
+        another may have changed and reads the shared store instead."""
+        ...
+
     def close(self, timeout: float = 5.0) -> None:
         """Stop the bus's thread, if it has one, joined within `timeout` seconds; idempotent."""
         ...

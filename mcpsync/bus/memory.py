@@ -72,6 +72,11 @@ class MemoryBus:
         with self._network.lock:
             self._reconnect_callbacks.append(callback)
 
+    @property
+    def connected(self) -> bool:
+        """Always: the peers of an in-memory bus are in this process."""
+        return True
+
     def close(self, timeout: float = 5.0) -> None:
         """Leave the network: this bus neither sends nor receives any more. Idempotent."""
         with self._network.lock:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..auth.principal import Principal
+from ..auth.resource.principal import Principal
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import McpError
 from ..protocol.versions import LOG_LEVEL_RANK, Era

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from ..auth.principal import checked_scopes
+from ..auth.resource.principal import checked_scopes
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from . import content
 from .context import Context

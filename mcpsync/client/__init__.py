@@ -1,104 +1,73 @@
-"""The blocking MCP client: `connect()` a server (a command or an http(s) URL) and call it."""
+"""The blocking MCP client: `connect()` a server (a command, an http(s) URL, or a `Server` of this
+process) and call it."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-from ._input_required import MAX_INPUT_ROUNDS
-from ._server_requests import Handler
+from ._input_required import MAX_INPUT_ROUNDS  # noqa: F401  (importable from here before the options moved)
+from ._server_requests import Handler  # noqa: F401  (likewise)
 from .listen import ListChanged as ListChanged
 from .listen import Listener as Listener
 from .listen import ResourceUpdated as ResourceUpdated
-from .session import DEFAULT_TIMEOUT
+from .memory import InProcessServer, MemoryConnection
+from .options import ConnectionOptions as ConnectionOptions
+from .options import SessionOptions as SessionOptions
+from .options import split_options as _split_options
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
 
-if TYPE_CHECKING:
-    from ..auth.credentials import HttpCredentials
-
 
 def connect(
-    target: Sequence[str] | str,
+    target: Sequence[str] | str | InProcessServer,
     *,
-    mode: str = "auto",
-    timeout: float = DEFAULT_TIMEOUT,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    stderr: IO[Any] | int | None = None,
-    headers: Mapping[str, str] | None = None,
-    auth: HttpCredentials | None = None,
-    client_info: Mapping[str, Any] | None = None,
-    roots: Handler | None = None,
-    sampling: Handler | None = None,
-    elicitation: Handler | None = None,
-    on_log: Callable[[dict[str, Any]], None] | None = None,
-    on_change: Callable[[str, dict[str, Any]], None] | None = None,
-    on_lost: Callable[[Exception], None] | None = None,
-    log_level: str | None = None,
-    max_input_rounds: int = MAX_INPUT_ROUNDS,
-    elicitation_modes: Sequence[str] = ("form",),
-    roots_list_changed: bool = False,
+    options: SessionOptions | None = None,
+    connection: ConnectionOptions | None = None,
+    **settings: Any,
 ) -> ClientSession:
     """Open a session with an MCP server and agree on a protocol era.
 
     Args:
-        target: a command as a list (`["python", "server.py"]`), started as a child process, or
-            the http(s) URL of a Streamable HTTP endpoint.
-        mode: "auto" (probe 2026-07-28, fall back to the handshake era), "legacy" or "modern".
-        timeout: the default deadline of every call, in seconds.
+        target: a command as a list (`["python", "server.py"]`), started as a child process, the
+            http(s) URL of a Streamable HTTP endpoint, or a `Server` object of this process, served
+            to this session alone by its stdio transport on a pair of pipes (no port, no child:
+            for a program's own tests; closing the session leaves the `Server` open).
         env, cwd, stderr: for the child process (env adds to this process's environment).
         headers: for the HTTP endpoint, sent with every request.
         auth: for the HTTP endpoint, credentials whose `Authorization` header goes with every
             request and which may log in when the server asks (`mcpsync.auth.BearerToken`,
             `mcpsync.auth.oauth.OAuth`, `ClientCredentials`, or your own `HttpCredentials`).
-
-    The other keyword arguments (client_info, roots, sampling, elicitation, on_log, on_change,
-    on_lost, log_level, max_input_rounds, elicitation_modes, roots_list_changed) are those of
-    `ClientSession`.
+        connection: env, cwd, stderr, headers and auth as one `ConnectionOptions` (the keywords
+            replace its fields).
+        options: the session's settings as one `SessionOptions`; the other keywords (mode,
+            timeout, client_info, roots, sampling, elicitation, on_log, on_change, on_lost,
+            log_level, max_input_rounds, elicitation_modes, roots_list_changed) are its fields,
+            those of `ClientSession`, and replace the ones of `options`. `timeout` also bounds
+            connecting over HTTP.
 
     Use it as a context manager, so the child is always stopped::
 
         with mcpsync.connect(["mcpsync", "serve"]) as session:
             print(session.call_tool("add", {"a": 2, "b": 3}))
     """
-    connection = connection_for(target, env=env, cwd=cwd, stderr=stderr, headers=headers, auth=auth, timeout=timeout)
-    return ClientSession(
-        connection,
-        mode=mode,
-        timeout=timeout,
-        client_info=client_info,
-        roots=roots,
-        sampling=sampling,
-        elicitation=elicitation,
-        on_log=on_log,
-        on_change=on_change,
-        on_lost=on_lost,
-        log_level=log_level,
-        max_input_rounds=max_input_rounds,
-        elicitation_modes=elicitation_modes,
-        roots_list_changed=roots_list_changed,
-    ).open()
+    chosen, where = _split_options(options, connection, dict(settings))
+    return ClientSession(connection_for(target, where, timeout=chosen.timeout), options=chosen).open()
 
 
-def connection_for(
-    target: Sequence[str] | str,
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    stderr: IO[Any] | int | None = None,
-    headers: Mapping[str, str] | None = None,
-    auth: HttpCredentials | None = None,
-    timeout: float = 30.0,
-) -> Any:
-    """The connection for a target: a command list → a child process; an http(s) URL → HTTP."""
+def connection_for(target: Sequence[str] | str | InProcessServer, where: ConnectionOptions, *, timeout: float = 30.0) -> Any:
+    """The connection for a target: a command list → a child process; an http(s) URL → HTTP; a
+    `Server` of this process → that server on a pair of pipes."""
+    if not isinstance(target, (str, Sequence)):
+        if where != ConnectionOptions():
+            raise TypeError("env=, cwd=, stderr=, headers= and auth= are for a command or a URL: a Server of this process is called directly")
+        return MemoryConnection(target)
     if isinstance(target, str):
         if target.startswith(("http://", "https://")):
             from .http import HttpConnection
 
-            return HttpConnection(target, headers=dict(headers or {}), auth=auth, timeout=timeout)
+            return HttpConnection(target, headers=dict(where.headers or {}), auth=where.auth, timeout=timeout)
         raise TypeError("pass a command as a list of program and arguments (e.g. ['mcpsync', 'serve']) or an http(s) URL")
-    if auth is not None:
+    if where.auth is not None:
         raise TypeError("auth= is for an http(s) URL: a child process takes its credentials from its environment (env=)")
-    return StdioConnection(target, env=env, cwd=cwd, stderr=stderr)
+    return StdioConnection(target, env=where.env, cwd=where.cwd, stderr=where.stderr)

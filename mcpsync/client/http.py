@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._pool import WorkerPool
-from ..auth.credentials import MAX_AUTH_RETRIES, HttpCredentials
+from ..auth.client.credentials import MAX_AUTH_RETRIES, HttpCredentials
 from ..errors import ConnectionLost, InvalidUrl, McpsyncError
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Message, Response

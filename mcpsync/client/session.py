@@ -30,7 +30,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._version import __version__
@@ -53,15 +53,16 @@ from ..protocol.versions import (
     Era,
     is_log_level,
 )
-from ._input_required import MAX_INPUT_ROUNDS, STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
+from ._input_required import STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
 from ._listening import Listening
 from ._pending import PendingCall, Progress
 from ._server_requests import Handler, ServerRequests
 from .listen import Listener
+from .options import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from .options import SessionOptions, session_options
 
 log = logging.getLogger("mcpsync.client")
 
-DEFAULT_TIMEOUT = 30.0
 _CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stopped reading
 _CALLBACK_JOIN_TIMEOUT = 2.0  # close() waits this long for callbacks still answering the server
 PROBE_TIMEOUT = 10.0
@@ -82,7 +83,8 @@ class ClientSession:
     """One conversation with one MCP server. Thread-safe: many threads may call at once.
 
     Args:
-        connection: a `StdioConnection` or `HttpConnection` (not started).
+        connection: a `StdioConnection`, `HttpConnection` or `MemoryConnection` (not started).
+        options: the settings below as one `SessionOptions`; the keywords replace its fields.
         mode: "auto", "legacy" or "modern" (see the module docstring).
         timeout: the default deadline of every call, in seconds.
         client_info: what the client says about itself.
@@ -134,24 +136,10 @@ class ClientSession:
       `InputRoundsExceeded`, a malformed `input_required` result raises ProtocolViolation.
     """
 
-    def __init__(
-        self,
-        connection: Any,
-        *,
-        mode: str = "auto",
-        timeout: float = DEFAULT_TIMEOUT,
-        client_info: Mapping[str, Any] | None = None,
-        roots: Handler | None = None,
-        sampling: Handler | None = None,
-        elicitation: Handler | None = None,
-        on_log: Callable[[dict[str, Any]], None] | None = None,
-        on_change: Callable[[str, dict[str, Any]], None] | None = None,
-        on_lost: Callable[[Exception], None] | None = None,
-        log_level: str | None = None,
-        max_input_rounds: int = MAX_INPUT_ROUNDS,
-        elicitation_modes: Sequence[str] = ("form",),
-        roots_list_changed: bool = False,
-    ) -> None:
+    def __init__(self, connection: Any, *, options: SessionOptions | None = None, **settings: Any) -> None:
+        chosen = session_options(options, **settings)
+        mode, timeout, client_info, log_level = chosen.mode, chosen.timeout, chosen.client_info, chosen.log_level
+        roots, sampling, elicitation, max_input_rounds = chosen.roots, chosen.sampling, chosen.elicitation, chosen.max_input_rounds
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if not (isinstance(max_input_rounds, int) and max_input_rounds >= 0):
@@ -171,19 +159,19 @@ class ClientSession:
             if handler is not None:
                 self._handlers[method] = handler
                 self.capabilities[capability] = {}
-        modes = tuple(elicitation_modes)
+        modes = tuple(chosen.elicitation_modes)
         if not modes or set(modes) - {"form", "url"}:
             raise ValueError("elicitation_modes must name 'form', 'url' or both")
         if elicitation is not None and modes != ("form",):  # {} alone means forms only
             self.capabilities["elicitation"] = {mode: {} for mode in modes}
-        if roots is not None and roots_list_changed:
+        if roots is not None and chosen.roots_list_changed:
             self.capabilities["roots"] = {"listChanged": True}
-        self._on_log = on_log
+        self._on_log = chosen.on_log
         if log_level is not None and not is_log_level(log_level):
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
         self.log_level = log_level
-        self._on_change = on_change
-        self._on_lost_callback = on_lost
+        self._on_change = chosen.on_change
+        self._on_lost_callback = chosen.on_lost
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[Any, PendingCall] = {}

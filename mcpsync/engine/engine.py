@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..auth.principal import Principal
+from ..auth.resource.principal import Principal
 from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
@@ -37,6 +37,7 @@ from . import operations
 from .interceptors import Call, Interceptor, TransportInfo
 from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .request_state import DEFAULT_TTL, RequestStateSealer
+from .seams import Exchange, ForwardedTool
 from .served import Served
 from .session import Session
 from .single_use import Claim, LocalClaims
@@ -172,10 +173,10 @@ class Engine:
         if request.method == "tools/call":
             name = request.params.get("name")
             tool = self.catalog.find_tool(name) if isinstance(name, str) else None
-            return tool is None or not (getattr(tool, "takes_context", False) or self._claims_state(request, tool))
+            return tool is None or not ((isinstance(tool, Tool) and tool.takes_context) or self._claims_state(request, tool))
         return request.method in INLINE_METHODS
 
-    def _claims_state(self, request: Request, tool: Tool) -> bool:
+    def _claims_state(self, request: Request, tool: Tool | ForwardedTool) -> bool:
         """Whether running the call first claims its `requestState` in the store (a round trip
         to Redis, perhaps a socket timeout): never on the thread that reads the requests."""
         return "requestState" in request.params and self.served.single_use(tool)
@@ -189,13 +190,13 @@ class Engine:
             return False
         name = request.params.get("name")
         tool = self.catalog.find_tool_known(name) if isinstance(name, str) else None  # never asks an upstream
-        return tool is not None and hasattr(tool, "start") and not self._claims_state(request, tool)
+        return tool is not None and not isinstance(tool, Tool) and not self._claims_state(request, tool)
 
     def execute_to(
         self,
         request: Request,
         session: Session,
-        exchange: Any,
+        exchange: Exchange,
         transport: TransportInfo,
         deliver: Callable[[Outcome], None],
         header_check: HeaderCheck | None = None,
@@ -222,7 +223,7 @@ class Engine:
         self,
         request: Request,
         session: Session,
-        exchange: Any,
+        exchange: Exchange,
         transport: TransportInfo,
         header_check: HeaderCheck | None = None,
         principal: Principal | None = None,
@@ -241,7 +242,7 @@ class Engine:
         self,
         request: Request,
         session: Session,
-        exchange: Any,
+        exchange: Exchange,
         transport: TransportInfo,
         header_check: HeaderCheck | None,
     ) -> Call:

@@ -18,9 +18,10 @@ from ..protocol.jsonrpc import Request
 from ..protocol.versions import Envelope, Era
 
 if TYPE_CHECKING:
-    from ..auth.principal import Principal
+    from ..auth.resource.principal import Principal
     from ..catalog.context import Context
     from .outcome import Outcome
+    from .seams import Exchange
     from .session import Session
 
 
@@ -39,7 +40,7 @@ class Call:
         era: Era,
         envelope: Envelope | None,
         transport: TransportInfo,
-        exchange: Any,
+        exchange: Exchange,
         principal: Principal | None = None,
     ) -> None:
         self.request = request
@@ -47,7 +48,7 @@ class Call:
         self.era = era
         self.envelope = envelope
         self.transport = transport
-        self.exchange: Any = exchange  # the transport's per-request channel (notify, cancel_event)
+        self.exchange = exchange  # the transport's per-request channel (see `Exchange`)
         self.principal = principal
         """Who made the request, on an endpoint with `Auth`; None on stdio and open endpoints."""
         self.method: str = request.method

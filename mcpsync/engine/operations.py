@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ..auth.principal import InsufficientScope
+from ..auth.resource.principal import InsufficientScope
 from ..catalog.catalog import Catalog, paginate
 from ..catalog.content import ResourceNotFound, ToolError
 from ..catalog.context import AskCancelled, ClientRefused, Context
@@ -32,6 +32,7 @@ from ..protocol.versions import (
 from . import mrtr
 from .interceptors import Call, Interceptor, ToolCall
 from .outcome import Later, Subscribed
+from .seams import ForwardedTool
 from .served import Served
 
 log = logging.getLogger("mcpsync")
@@ -233,14 +234,14 @@ def make_context(served: Served, call: Call, retry: mrtr.Retry | None = None, *,
         notify=call.exchange.notify,
         cancel_event=call.exchange.cancel_event,
         wants_log=wants_log,
-        on_cancel=getattr(call.exchange, "on_cancel", None),
-        ask_client=getattr(call.exchange, "ask", None) if call.era is Era.HANDSHAKE else None,
+        on_cancel=call.exchange.on_cancel,
+        ask_client=call.exchange.ask if call.era is Era.HANDSHAKE else None,
         answers=retry.answers,
         state=retry.state,
         ask_timeout=served.ask_timeout,
         seal=mrtr.sealer_for(served.request_states, call, unique=single_use),
         principal=call.principal,
-        release_stream=getattr(call.exchange, "release_stream", None) if call.era is Era.HANDSHAKE else None,
+        release_stream=call.exchange.release_stream if call.era is Era.HANDSHAKE else None,
     )
 
 
@@ -334,11 +335,11 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     retry = mrtr.prepare(served.request_states, call)
     context = make_context(served, call, retry, single_use=single_use)
     consume = mrtr.consumer(served.request_states, served.claim, retry) if single_use else None
-    start = getattr(tool, "start", None)
-    if start is not None and not (served.interceptors and _wraps_tool_calls(served)):
+    if not isinstance(tool, Tool) and not (served.interceptors and _wraps_tool_calls(served)):
+        forwarded: ForwardedTool = tool
         if consume is not None:
             consume()
-        return Forwarded(start(arguments, context), finish=lambda result: _gated(result, gate))
+        return Forwarded(forwarded.start(arguments, context), finish=lambda result: _gated(result, gate))
     run = _chain(served, tool, consume)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
 

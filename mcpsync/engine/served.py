@@ -18,6 +18,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.service import Tool
 from .interceptors import Interceptor
 from .request_state import RequestStateSealer
+from .seams import ForwardedTool
 from .single_use import Claim, LocalClaims
 
 
@@ -47,7 +48,7 @@ class Served:
         """Whether `tool` is served (listed and callable) under the filter."""
         return self.tool_filter is None or self.tool_filter(tool)
 
-    def single_use(self, tool: Tool) -> bool:
+    def single_use(self, tool: Tool | ForwardedTool) -> bool:
         """Whether a retry's `requestState` may run `tool` only once (its own mark, or the
         engine's setting; an upstream's tool has no mark of its own)."""
-        return self.single_use_state or bool(getattr(tool, "single_use_state", False))
+        return self.single_use_state or (isinstance(tool, Tool) and tool.single_use_state)

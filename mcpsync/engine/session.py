@@ -9,6 +9,7 @@ because workers and the reader thread both read it; the engine never blocks on i
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..protocol.versions import LOG_LEVEL_RANK, Era
@@ -72,9 +73,17 @@ class Session:
         with self._lock:
             return frozenset(self._resource_subscriptions)
 
-    def set_log_level(self, level: str) -> None:
+    def set_log_level(self, level: str) -> Callable[[], None]:
+        """Log at `level` and above from now on; returns what puts the level back as it was (a
+        shared session undoes a change its store could not take with it)."""
         with self._lock:
-            self._log_threshold = LOG_LEVEL_RANK[level]
+            before, self._log_threshold = self._log_threshold, LOG_LEVEL_RANK[level]
+
+        def undo() -> None:
+            with self._lock:
+                self._log_threshold = before
+
+        return undo
 
     def wants_log(self, level: str) -> bool:
         threshold = self._log_threshold

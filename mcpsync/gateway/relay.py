@@ -75,6 +75,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._futures import settle
+from .._pool import WorkerPool
 from ..catalog.context import Context
 from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, key_of, missing_capability
 from ..errors import CallCancelled, CallTimeout, McpsyncError
@@ -91,6 +92,12 @@ STATE_ONLY_WAIT = 0.1
 (it is busy), when the client is of the handshake era and so cannot be asked to come back."""
 STATE_KEY = "upstreamCall"
 """The key of the `requestState` (app state) that names a parked upstream call."""
+ROUND_WORKERS = 64
+"""Handshake-era clients asked a 2026-07-28 upstream's round at once (a worker each, waiting for a
+person to answer); past them a round waits in `ROUND_BACKLOG`, and past that it fails at once."""
+ROUND_BACKLOG = 256
+ROUND_JOIN = 1.0
+"""Seconds `close()` waits for the rounds being asked (ending the calls releases their waits)."""
 BATCH_WINDOW = 0.02
 """Seconds a 2026-07-28 round waits after an upstream's first question for the ones sent with it
 (an upstream's `ctx.ask(a, b, c)` sends three requests back to back), so they are asked together."""
@@ -127,6 +134,7 @@ class Relay:
         self._numbers = itertools.count(1)
         self._in_flight: dict[int, UpstreamCall] = {}  # the upstream has not answered yet
         self._parked: dict[str, UpstreamCall] = {}  # waiting for the downstream's retry
+        self._rounds = WorkerPool("mcpsync-relay-ask", workers=ROUND_WORKERS, backlog=ROUND_BACKLOG)
 
     # -- forwarding ------------------------------------------------------------------------------
     def forward(self, session: Any, method: str, params: dict[str, Any], ctx: Context) -> ForwardedCall:
@@ -254,12 +262,15 @@ class Relay:
             waiting.answer.add_done_callback(lambda _f: self._answered_one(call, waiting_round))
         if call.era is Era.MODERN:
             self._ask_downstream(call)
-        else:
-            threading.Thread(target=self._ask_round, args=(call, waiting_round), name="mcpsync-relay-ask", daemon=True).start()
+        elif not self._rounds.submit(lambda: self._ask_round(call, waiting_round)):
+            held = ROUND_WORKERS + ROUND_BACKLOG
+            busy = McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{self.upstream}' asked while {held} rounds already wait for the client; try again")
+            self._round_failed(call, waiting_round, busy)
 
     def _ask_round(self, call: UpstreamCall, waiting_round: UpstreamRound) -> None:
-        """On a thread of its own: a handshake-era client is asked a 2026-07-28 upstream's round
-        (all together, bounded by the call's deadline); a state-only round waits a moment."""
+        """On a worker of the relay's pool: a handshake-era client is asked a 2026-07-28
+        upstream's round (all together, bounded by the call's deadline); a state-only round waits
+        a moment."""
         ctx = call.ctx
         remaining = call.deadline - time.monotonic()
         try:
@@ -274,10 +285,15 @@ class Relay:
                 settle(waiting.answer, result=ctx.used_answers[key_of(waiting.question)])
         except McpsyncError as exc:
             error = exc if isinstance(exc, McpError) else McpError(ErrorCode.INTERNAL_ERROR, f"no answer from the client: {exc}")
-            for waiting in waiting_round.questions:
-                settle(waiting.answer, error=error)
-            if not waiting_round.questions:
-                self._finish(call, None, error)
+            self._round_failed(call, waiting_round, error)
+
+    def _round_failed(self, call: UpstreamCall, waiting_round: UpstreamRound, error: McpError) -> None:
+        """The round could not be asked: each question fails with `error` (the upstream is retried
+        with the failure), or a state-only round ends the call with it."""
+        for waiting in waiting_round.questions:
+            settle(waiting.answer, error=error)
+        if not waiting_round.questions:
+            self._finish(call, None, error)
 
     def _unanswerable(self, call: UpstreamCall, question: Question, error: BaseException) -> tuple[Any, McpError | None]:
         """How a call ends when a 2026-07-28 upstream's question could not be answered (it has no
@@ -480,14 +496,18 @@ class Relay:
             log.info("upstream %r: forgot %d parked call(s) the client did not retry within its timeout", self.upstream, len(overdue))
         return len(overdue)
 
-    def close(self) -> None:
-        """The source is closing: every call ends (their upstream session is closing too)."""
+    def close(self, timeout: float = ROUND_JOIN) -> None:
+        """The source is closing: every call ends (their upstream session is closing too), and
+        the workers asking rounds are joined within `timeout` seconds."""
         with self._lock:
             calls = [*self._in_flight.values(), *self._parked.values()]
             self._in_flight.clear()
             self._parked.clear()
         for call in calls:
             self._abandon(call, f"upstream '{self.upstream}' was removed")
+        running = self._rounds.close(timeout)
+        if running:
+            log.warning("upstream %r: %d round(s) still asking the client %g s after close", self.upstream, len(running), timeout)
 
     def _abandon(self, call: UpstreamCall, reason: str) -> None:
         self._finish(call, None, McpError(ErrorCode.INTERNAL_ERROR, f"the call to upstream '{self.upstream}' was abandoned: {reason}"))

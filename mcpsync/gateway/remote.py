@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._process_groups import Watchdog
 from ..catalog.catalog import STALE
@@ -42,6 +42,9 @@ from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from .forwarded import ForwardedCall, strip_era_fields
 from .relay import ClientRoots, Relay, parked_call_id
+
+if TYPE_CHECKING:
+    from ..engine.seams import ForwardedTool
 
 __all__ = ["ForwardedCall", "RemoteOptions", "RemoteSource", "RemoteTool", "strip_era_fields"]
 
@@ -68,6 +71,23 @@ class RemoteOptions:
     backoff_max: float = 30.0
     start_timeout: float = 30.0
     roots: tuple[dict[str, Any], ...] | None = None  # what roots/list answers; None: the client's roots
+
+
+def parse_roots(value: Any) -> tuple[dict[str, str], ...]:
+    """Roots given for an upstream (a config's `roots`, `Server.add_remote(roots=...)`): a list of
+    `file://` URIs, each a string or a table with `uri` and an optional `name`, as MCP's `Root`.
+    Raises ValueError saying what is wrong."""
+    if not isinstance(value, list):
+        raise ValueError("must be a list of file:// URIs (or tables with uri and name)")
+    roots = []
+    for entry in value:
+        root = {"uri": entry} if isinstance(entry, str) else entry
+        if not isinstance(root, dict) or set(root) - {"uri", "name"} or not all(isinstance(v, str) for v in root.values()):
+            raise ValueError(f"{entry!r}: a root is a file:// URI, or a table with uri and an optional name")
+        if not root.get("uri", "").startswith("file://"):
+            raise ValueError(f"{entry!r}: a root's uri must start with file://")
+        roots.append(dict(root))
+    return tuple(roots)
 
 
 class RemoteTool:
@@ -99,6 +119,10 @@ class RemoteTool:
 
     def to_result(self, value: dict[str, Any]) -> dict[str, Any]:
         return value  # the upstream's CallToolResult already
+
+
+if TYPE_CHECKING:
+    _FORWARDS: type[ForwardedTool] = RemoteTool  # mypy checks that the engine may start its calls
 
 
 class RemotePrompt:

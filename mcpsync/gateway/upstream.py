@@ -24,7 +24,7 @@ from .relay import ClientRoots
 from .remote import RemoteOptions, RemoteSource
 
 if TYPE_CHECKING:
-    from ..auth.credentials import HttpCredentials
+    from ..auth.client.credentials import HttpCredentials
 
 STOP_EXIT_GRACE = 1.0
 """Seconds an upstream gets to exit by itself once the gateway closes its stdin."""
@@ -60,14 +60,14 @@ def upstream_source(
 ) -> RemoteSource:
     """A source for `target` (a command list, or an http(s) URL), not yet started. `client_roots`
     answers the upstream's `roots/list` outside a call when `options.roots` is not set."""
-    from ..client import connection_for
+    from ..client import ConnectionOptions, connection_for
 
     def connector(on_change: Callable[[str, dict[str, Any]], None], on_lost: Callable[[Exception], None]) -> UpstreamSession:
         # The upstream's questions during a call reach that call's client (relay.py), which checks
         # each question against that client's own capabilities.
         handlers = remote.question_handlers()
         if isinstance(target, str) or auth is not None:
-            connection = connection_for(target, env=env, cwd=cwd, headers=headers, auth=auth)  # HTTP (or its TypeError)
+            connection = connection_for(target, ConnectionOptions(env=env, cwd=cwd, headers=headers, auth=auth))  # HTTP (or its TypeError)
         else:
             connection = StdioConnection(target, env=env, cwd=cwd, close_grace=STOP_EXIT_GRACE, term_grace=STOP_TERM_GRACE, watchdog=remote.watchdog)
         return UpstreamSession(

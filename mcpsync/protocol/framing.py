@@ -23,6 +23,10 @@ TOO_LARGE = _Marker.TOO_LARGE
 
 Frame = bytes | _Marker
 
+DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
+"""The largest message mcpsync takes by default: a stdio line, and over HTTP a request body (one
+limit for one message, whichever transport carries it)."""
+
 
 class FrameSplitter:
     def __init__(self, max_frame_bytes: int) -> None:

@@ -417,7 +417,7 @@ def protected_endpoint(server: OAuthServer, *, clock: Callable[[], float] = time
     URL with the scope `read`; its URL. Tools: `whoami` ("alice") and `reset` (needs `admin`)."""
     from mcpsync import Server, Service, Tool
     from mcpsync.auth import Auth
-    from mcpsync.auth.jwt import JwtVerifier
+    from mcpsync.auth.resource.jwt import JwtVerifier
 
     from .authority import unreachable_url
 

@@ -31,11 +31,11 @@ import pytest
 
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
-from mcpsync.auth.static import StaticTokens
-from mcpsync.transport.http_serving import HttpServing
+from mcpsync.auth.resource.static import StaticTokens
+from mcpsync.transport.http.serving import HttpServing
 
 from .._timeouts import LONG
-from ..transport.raw_http import RawClient, Reply, Servers, request
+from ..httpd.raw_http import RawClient, Reply, Servers, request
 
 pytestmark = pytest.mark.timeout(60)
 

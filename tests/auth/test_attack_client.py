@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from mcpsync.auth import _fetch
-from mcpsync.auth.browser import open_browser
-from mcpsync.auth.client_credentials import ClientCredentials
-from mcpsync.auth.discovery import OAuthError, discover, discover_authorization_server
-from mcpsync.auth.oauth import OAuth
-from mcpsync.auth.store import MemoryTokenStore
-from mcpsync.auth.tokens import TokenError, TokenSet, parse_token_answer
+from mcpsync.auth import fetch as _fetch
+from mcpsync.auth.client.browser import open_browser
+from mcpsync.auth.client.client_credentials import ClientCredentials
+from mcpsync.auth.client.discovery import OAuthError, discover, discover_authorization_server
+from mcpsync.auth.client.oauth import OAuth
+from mcpsync.auth.client.store import MemoryTokenStore
+from mcpsync.auth.client.tokens import TokenError, TokenSet, parse_token_answer
 
 from .._timeouts import LONG
 from .oauth_server import Client, OAuthServer, Recorded, ResourceMetadataServer, _Loopback, _Reply
@@ -462,7 +462,7 @@ def test_mcpsync_login_with_an_absurd_expires_in_is_one_clear_line(value: Any, t
 
 
 def test_the_printed_login_url_obeys_the_browser_rule_too(capsys: pytest.CaptureFixture[str]) -> None:
-    from mcpsync._login import _print_url
+    from mcpsync.cli._login import _print_url
 
     with pytest.raises(OAuthError, match="https"):
         _print_url("javascript:alert(1)")

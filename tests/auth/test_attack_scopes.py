@@ -24,7 +24,7 @@ import pytest
 
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
-from mcpsync.auth.jwt import JwtVerifier
+from mcpsync.auth.resource.jwt import JwtVerifier
 from mcpsync.bus import MemoryBus, MemoryStore
 from mcpsync.gateway.remote import RemoteSource
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION

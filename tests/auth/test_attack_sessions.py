@@ -34,11 +34,11 @@ import pytest
 
 from mcpsync import Server, Service
 from mcpsync.auth import Auth
-from mcpsync.auth.jwt import JwtVerifier
+from mcpsync.auth.resource.jwt import JwtVerifier
 from mcpsync.bus import MemoryBus, MemoryStore, RedisBus
 from mcpsync.bus.redis_store import RedisStore
 from mcpsync.bus.store import Creation
-from mcpsync.transport._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
+from mcpsync.transport.http._sessions import EVICTION_GRACE, HttpSession, SessionTable
 
 from .._timeouts import LONG
 from ..bus.redis_server import RedisServer

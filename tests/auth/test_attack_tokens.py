@@ -33,10 +33,10 @@ from jwt.algorithms import RSAAlgorithm
 
 from mcpsync import Context, Server, Service
 from mcpsync.auth import Auth, Principal
-from mcpsync.auth import jwt as jwt_module
-from mcpsync.auth.introspection import IntrospectionVerifier
-from mcpsync.auth.jwt import JwtVerifier
-from mcpsync.auth.static import StaticTokens
+from mcpsync.auth.resource import jwt as jwt_module
+from mcpsync.auth.resource.introspection import IntrospectionVerifier
+from mcpsync.auth.resource.jwt import JwtVerifier
+from mcpsync.auth.resource.static import StaticTokens
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
 
 from .._timeouts import LONG

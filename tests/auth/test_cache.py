@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from mcpsync.auth._cache import TokenCache, token_digest
+from mcpsync.auth.resource._cache import TokenCache, token_digest
 
 from .._timeouts import LONG
 from .authority import FakeClock

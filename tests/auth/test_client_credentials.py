@@ -9,9 +9,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from mcpsync.auth.client_credentials import ClientCredentials
-from mcpsync.auth.discovery import OAuthError
-from mcpsync.auth.jwt import JwtVerifier
+from mcpsync.auth.client.client_credentials import ClientCredentials
+from mcpsync.auth.client.discovery import OAuthError
+from mcpsync.auth.resource.jwt import JwtVerifier
 
 from .._timeouts import LONG
 from .authority import FakeClock

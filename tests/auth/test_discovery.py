@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcpsync.auth.discovery import (
+from mcpsync.auth.client.discovery import (
     OAuthError,
     bearer_challenge,
     discover,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcpsync.auth.introspection import IntrospectionVerifier
-from mcpsync.auth.principal import InvalidToken, VerifierUnavailable
+from mcpsync.auth.resource.introspection import IntrospectionVerifier
+from mcpsync.auth.resource.principal import InvalidToken, VerifierUnavailable
 
 from .authority import Authority, FakeClock, silent_url, unreachable_url
 

@@ -21,8 +21,8 @@ import jwt as pyjwt
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from mcpsync.auth.jwt import JwtVerifier
-from mcpsync.auth.principal import InvalidToken, VerifierUnavailable
+from mcpsync.auth.resource.jwt import JwtVerifier
+from mcpsync.auth.resource.principal import InvalidToken, VerifierUnavailable
 
 from .._timeouts import LONG
 from .authority import OMIT, Authority, FakeClock, SigningKey, silent_url, unreachable_url
@@ -345,7 +345,7 @@ def test_keys_held_keep_working_while_the_jwks_is_down(authority: Authority, clo
     verifier = make(authority, clock, jwks_max_age=60, min_refresh_interval=10)
     verifier.verify(authority.mint())
     authority.jwks_failure = 503
-    with caplog.at_level(logging.INFO, logger="mcpsync.auth.jwt"):
+    with caplog.at_level(logging.INFO, logger="mcpsync.auth.resource.jwt"):
         for step in range(3):
             clock.advance(61)
             assert verifier.verify(authority.mint(claims={"sub": f"user-{step}"})).subject == f"user-{step}"
@@ -406,7 +406,7 @@ def test_cache_size_bounds_the_cache(authority: Authority, clock: FakeClock) -> 
 
 def test_importing_the_auth_package_does_not_import_pyjwt() -> None:
     code = (
-        "import sys, mcpsync.auth; assert 'mcpsync.auth.jwt' not in sys.modules, 'the verifiers load on first use';"
+        "import sys, mcpsync.auth; assert 'mcpsync.auth.resource.jwt' not in sys.modules, 'the verifiers load on first use';"
         "from mcpsync.auth import JwtVerifier; assert 'jwt' not in sys.modules, 'jwt imported'"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=LONG)

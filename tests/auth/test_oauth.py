@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from mcpsync.auth.discovery import OAuthError
-from mcpsync.auth.jwt import JwtVerifier
-from mcpsync.auth.oauth import OAuth
-from mcpsync.auth.store import MemoryTokenStore
+from mcpsync.auth.client.discovery import OAuthError
+from mcpsync.auth.resource.jwt import JwtVerifier
+from mcpsync.auth.client.oauth import OAuth
+from mcpsync.auth.client.store import MemoryTokenStore
 
 from .._timeouts import LONG
 from .authority import FakeClock

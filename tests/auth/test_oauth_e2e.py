@@ -9,8 +9,8 @@ import urllib.request
 import pytest
 
 import mcpsync
-from mcpsync.auth.oauth import OAuth
-from mcpsync.auth.store import MemoryTokenStore
+from mcpsync.auth.client.oauth import OAuth
+from mcpsync.auth.client.store import MemoryTokenStore
 from tests._timeouts import LONG
 
 from .authority import FakeClock

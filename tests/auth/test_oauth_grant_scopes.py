@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpsync.auth.oauth import OAuth
+from mcpsync.auth.client.oauth import OAuth
 
 from .authority import FakeClock
 from .oauth_server import OAuthServer, Recorded, ResourceMetadataServer, _Reply

@@ -90,7 +90,7 @@ def test_the_client_names_a_header_it_cannot_send_without_quoting_its_value(toke
     ("rt-\u00e9", False),
 ])
 def test_a_refresh_token_may_be_any_visible_ascii_and_nothing_else(refresh: str, usable: bool) -> None:
-    from mcpsync.auth.tokens import TokenError, parse_token_answer
+    from mcpsync.auth.client.tokens import TokenError, parse_token_answer
 
     answer = {"access_token": "at-0123456789", "token_type": "Bearer", "refresh_token": refresh}
     options: dict[str, Any] = {"clock": lambda: 0.0, "scopes": ("mcp:tools",), "resource": "http://127.0.0.1:1/mcp", "where": "http://127.0.0.1:1/token"}

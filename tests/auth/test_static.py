@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpsync.auth.principal import Principal
-from mcpsync.auth.static import StaticTokens
+from mcpsync.auth.resource.principal import Principal
+from mcpsync.auth.resource.static import StaticTokens
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob.token_with~all+the/chars=="

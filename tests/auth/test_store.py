@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpsync.auth.store import FileTokenStore, MemoryTokenStore, TokenStore, default_directory
+from mcpsync.auth.client.store import FileTokenStore, MemoryTokenStore, TokenStore, default_directory
 
 from .._timeouts import LONG
 

@@ -109,7 +109,7 @@ def test_jsonschema_is_imported_only_when_a_value_needs_it() -> None:
         "import sys\n"
         "import mcpsync.cli\n"
         "from mcpsync.catalog.validation import SchemaCheck\n"
-        "from mcpsync.demo import build_demo_service\n"
+        "from mcpsync.cli.demo import build_demo_service\n"
         "build_demo_service()\n"
         f"flat = SchemaCheck({FLAT!r})\n"
         "assert flat.accepts({'a': 1}), 'the fast path accepts'\n"

@@ -60,7 +60,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[Server]:
         return True
 
     monkeypatch.setattr(Server, "serve_http", serve_http)
-    monkeypatch.setattr("mcpsync.cli._raise_fd_limit", lambda: None)  # this process's limit stays
+    monkeypatch.setattr("mcpsync.cli.serve._raise_fd_limit", lambda: None)  # this process's limit stays
     return servers
 
 
@@ -175,7 +175,7 @@ def token_file(tmp_path: Path) -> Path:
 
 
 def test_a_token_file_builds_static_tokens_for_the_served_server(tmp_path: Path, served: list[Server]) -> None:
-    from mcpsync.auth.static import StaticTokens
+    from mcpsync.auth.resource.static import StaticTokens
 
     auth = served_auth(served, *HTTP, "--auth-token-file", str(token_file(tmp_path)), "--auth-scope", "mcp:tools")
     assert isinstance(auth.verifier, StaticTokens)
@@ -187,7 +187,7 @@ def test_a_token_file_builds_static_tokens_for_the_served_server(tmp_path: Path,
 
 
 def test_a_jwks_url_builds_a_jwt_verifier_of_this_resource_and_issuer(served: list[Server]) -> None:
-    from mcpsync.auth.jwt import JwtVerifier
+    from mcpsync.auth.resource.jwt import JwtVerifier
 
     with Authority(audience=RESOURCE) as authority:
         issuer = authority.issuer
@@ -209,7 +209,7 @@ def test_auth_servers_given_replace_the_issuer_in_the_metadata(served: list[Serv
 def test_an_introspection_url_builds_a_verifier_that_authenticates_from_the_environment(
     served: list[Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcpsync.auth.introspection import IntrospectionVerifier
+    from mcpsync.auth.resource.introspection import IntrospectionVerifier
 
     with Authority(audience=RESOURCE) as authority:
         args = [*HTTP, "--auth-introspection-url", authority.introspection_url, "--auth-resource", RESOURCE, "--auth-issuer", authority.issuer]
@@ -282,7 +282,7 @@ def test_a_served_server_keeps_its_own_auth_unless_auth_is_given(tmp_path: Path,
     write(tmp_path / "app.py", f"""
         from mcpsync import Server
         from mcpsync.auth import Auth
-        from mcpsync.auth.static import StaticTokens
+        from mcpsync.auth.resource.static import StaticTokens
 
         server = Server("own", auth=Auth(StaticTokens({{"{TOKEN}": ["own"]}}), resource_name="own"))
     """)
@@ -332,10 +332,10 @@ def _auth_modules_imported(*args: str) -> set[str]:
     )
     assert done.returncode == 0, done.stderr
     names: list[str] = json.loads(done.stdout.strip().replace("'", '"'))
-    return {name for name in names if name.count(".") <= 2}
+    return {name for name in names if name in VERIFIERS or name.count(".") <= 2}
 
 
-VERIFIERS = ("mcpsync.auth.jwt", "mcpsync.auth.introspection", "mcpsync.auth.static", "jwt", "cryptography")
+VERIFIERS = ("mcpsync.auth.resource.jwt", "mcpsync.auth.resource.introspection", "mcpsync.auth.resource.static", "jwt", "cryptography")
 
 
 def test_serving_http_without_auth_imports_no_verifier() -> None:
@@ -344,4 +344,4 @@ def test_serving_http_without_auth_imports_no_verifier() -> None:
 
 def test_a_token_file_imports_its_verifier_only(tmp_path: Path) -> None:
     imported = {name for name in _auth_modules_imported("--auth-token-file", str(token_file(tmp_path))) if name.startswith(VERIFIERS)}
-    assert imported == {"mcpsync.auth.static"}
+    assert imported == {"mcpsync.auth.resource.static"}

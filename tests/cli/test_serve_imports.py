@@ -20,25 +20,27 @@ from ._serving import serve_initialize_on_a_pipe
 # command lines only: --upstream/--config, --http, a client command, --auth-* (each verifier, and
 # PyJWT with cryptography, the optional extra, only for the one chosen).
 ONLY_WHEN_ASKED = (
-    "mcpsync.auth.jwt",
-    "mcpsync.auth.introspection",
-    "mcpsync.auth.static",
-    "mcpsync.auth.oauth",
-    "mcpsync.auth.client_credentials",
+    "mcpsync.auth.resource.jwt",
+    "mcpsync.auth.resource.introspection",
+    "mcpsync.auth.resource.static",
+    "mcpsync.auth.client.oauth",
+    "mcpsync.auth.client.client_credentials",
     "mcpsync.bus",
     "redis",
     "gunicorn",
     "mcpsync.gunicorn",
-    "mcpsync._gunicorn_app",
+    "mcpsync.cli._gunicorn_app",
     "jwt",
     "cryptography",
     "jsonschema",
     "mcpsync.gateway",
     "mcpsync.client",
-    "mcpsync.config",
-    "mcpsync.transport.http",
-    "mcpsync.transport.http_serving",
-    "mcpsync.transport._wsgi_server",
+    "mcpsync.cli.config",
+    "mcpsync.transport.http.endpoint",
+    "mcpsync.transport.http.serving",
+    "mcpsync.httpd.server",
+    "mcpsync.httpd._parse",
+    "httptools",
     "tomllib",
     "subprocess",
     "socket",
@@ -61,11 +63,11 @@ def _unwanted(imported: set[str], names: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize("with_target", [False, True], ids=["demo", "target"])
 def test_answering_initialize_imports_none_of_what_only_some_command_lines_need(tmp_path: Path, with_target: bool) -> None:
     args: list[str] = []
-    unwanted = ONLY_WHEN_ASKED + (() if with_target else ("mcpsync.loader",))
+    unwanted = ONLY_WHEN_ASKED + (() if with_target else ("mcpsync.cli.loader",))
     if with_target:
         (tmp_path / "app.py").write_text("from mcpsync import Service\n\nservice = Service('app')\n")
         args = ["app.py"]
-        unwanted += ("mcpsync.demo",)
+        unwanted += ("mcpsync.cli.demo",)
     imported = _imported_while_serving(*args, cwd=tmp_path)
     assert "mcpsync.server" in imported, "the child did not report its imports"
     assert _unwanted(imported, unwanted) == []

@@ -53,6 +53,6 @@ def test_credentials_in_a_configured_upstream_url_are_a_config_error(name: str, 
 
 
 def test_an_upper_case_scheme_is_still_an_upstream_url() -> None:
-    from mcpsync.config import upstream_from_argument
+    from mcpsync.cli.config import upstream_from_argument
 
     assert upstream_from_argument("HTTPS://mcp.example.com/mcp", 1).url == "https://mcp.example.com/mcp"

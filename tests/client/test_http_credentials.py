@@ -18,7 +18,7 @@ import pytest
 import mcpsync
 from mcpsync import Server, Service
 from mcpsync.auth import Auth, BearerToken, Principal, StaticTokens
-from mcpsync.auth.credentials import MAX_AUTH_RETRIES
+from mcpsync.auth.client.credentials import MAX_AUTH_RETRIES
 from mcpsync.errors import McpsyncError
 from tests._timeouts import LONG
 

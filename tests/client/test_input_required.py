@@ -19,6 +19,7 @@ import mcpsync
 from mcpsync import CallTimeout, McpError, McpsyncError, ProtocolViolation, SessionClosed
 from mcpsync.client import ClientSession
 from mcpsync.client import session as session_module
+from mcpsync.client._input_required import MAX_INPUT_ROUNDS
 from mcpsync.client.http import HttpConnection
 from mcpsync import InputRoundsExceeded, MissingCallback
 
@@ -242,10 +243,10 @@ def test_a_callback_mcp_error_fails_the_call_without_retry(open_fake) -> None:
     assert len(sent(session, "tools/call")) == 1
 
 
-@pytest.mark.parametrize("limit", [session_module.MAX_INPUT_ROUNDS, 0, 2])
+@pytest.mark.parametrize("limit", [MAX_INPUT_ROUNDS, 0, 2])
 def test_more_rounds_than_the_limit_fail_the_call_naming_it(open_fake, limit: int) -> None:
     recorder = Recorder()
-    options = {} if limit == session_module.MAX_INPUT_ROUNDS else {"max_input_rounds": limit}
+    options = {} if limit == MAX_INPUT_ROUNDS else {"max_input_rounds": limit}
     session = open_fake(elicitation=recorder.elicitation, **options)
     script(session, *[input_required({f"q{i}": ELICIT}, f"s{i}") for i in range(limit + 1)])
 

@@ -26,7 +26,7 @@ from mcpsync.engine.engine import Engine
 from mcpsync.engine.request_state import RequestStateSealer
 from mcpsync.protocol.jsonrpc import McpError
 from mcpsync.protocol.versions import META_SERVER_INFO
-from mcpsync.transport._cancellation import Cancellable
+from mcpsync.transport.lifecycle.cancellation import Cancellable
 from tests._timeouts import LONG
 from tests.helpers import SERVER_INFO, EngineHarness, FakeExchange
 
@@ -551,6 +551,8 @@ class AskingExchange(FakeExchange, Cancellable):
     the futures stay pending, for the test to resolve or cancel. Cancellation works like the
     transports' (it is a `Cancellable`): `cancel()` sets the event and runs the `on_cancel` callbacks.
     """
+
+    on_cancel = Cancellable.on_cancel  # the transports', not FakeExchange's None
 
     def __init__(self, answers: list[Any] | None = None, *, batch: int = 1) -> None:
         Cancellable.__init__(self)  # its own cancel_event, as the transports' exchanges

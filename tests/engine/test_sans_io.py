@@ -85,7 +85,7 @@ def test_the_greps_would_catch_a_violation() -> None:
 
 
 def test_executing_requests_starts_no_thread_and_writes_nothing(capfd: pytest.CaptureFixture[str]) -> None:
-    from mcpsync.demo import build_demo_service
+    from mcpsync.cli.demo import build_demo_service
 
     before = set(threading.enumerate())
     h = EngineHarness([build_demo_service()])

@@ -10,6 +10,7 @@ Waits: every wait is an Event, a Condition or a queue with a bounded timeout (te
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
+from mcpsync.gateway import relay as relay_module
 from mcpsync.gateway import remote as remote_module
 from mcpsync.catalog.catalog import KINDS, Catalog
 from mcpsync.catalog.context import Context
@@ -797,3 +799,84 @@ def test_an_upstream_failure_is_a_clear_error(gateway, failure, code, text) -> N
         gw.catalog.find_tool("a").invoke({}, ctx)
     assert raised.value.code == code
     assert text in raised.value.message
+
+
+# -- a 2026-07-28 upstream's round, asked of a handshake-era client ------------------------------
+
+def asking_upstream(gw: Gateway) -> None:
+    """An upstream whose tool `ask` answers every call with a 2026-07-28 round of one question."""
+    session = FakeSession(tools=["ask"])
+    form = {"type": "object", "properties": {"name": {"type": "string"}}}
+    session.answer = lambda pending: {"resultType": "input_required", "inputRequests": {"n": {"method": "elicitation/create", "params": {"message": "name?", "requestedSchema": form}}}}
+    gw.connect("up", session)
+
+
+def asking_context(asked: list[concurrent.futures.Future[dict[str, Any]]], was_asked: threading.Event) -> Context:
+    """A handshake-era request whose client can be asked: each question a future the test holds."""
+
+    def ask_client(method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
+        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        asked.append(future)
+        was_asked.set()
+        return future
+
+    return Context(
+        request_id="7",
+        era=Era.HANDSHAKE,
+        protocol_version="2025-11-25",
+        client_info=None,
+        client_capabilities={"elicitation": {"form": {}}},
+        progress_token=None,
+        notify=lambda method, params: None,
+        cancel_event=threading.Event(),
+        wants_log=lambda level: True,
+        ask_client=ask_client,
+    )
+
+
+def test_a_round_asked_of_a_handshake_client_runs_on_the_relays_own_workers_joined_at_close(gateway) -> None:
+    """The round waits on a worker the relay owns; closing the upstream ends the call (which, as
+    a transport does when a request ends, withdraws the question) and joins that worker, so no
+    thread of the relay outlives `close()`."""
+    gw = gateway()
+    asking_upstream(gw)
+    asked: list[concurrent.futures.Future[dict[str, Any]]] = []
+    was_asked = threading.Event()
+    call = gw.catalog.find_tool("ask").start({}, asking_context(asked, was_asked))
+    ended = threading.Event()
+
+    def on_end(result: Any, error: BaseException | None) -> None:
+        for future in asked:  # the transport withdraws a request's questions once it is answered
+            future.cancel()
+        ended.set()
+
+    call.on_done(on_end)
+    assert was_asked.wait(LONG), "the client was never asked the upstream's question"
+    askers = [thread for thread in threading.enumerate() if thread.name.startswith("mcpsync-relay-ask")]
+    assert askers, "no relay worker asks the round"
+    gw.close()
+    assert ended.is_set(), "closing the upstream did not end its call"
+    assert [thread.name for thread in askers if thread.is_alive()] == [], "a relay worker outlived close()"
+
+
+def test_rounds_past_the_relays_workers_and_backlog_fail_at_once_with_a_clear_error(gateway, monkeypatch) -> None:
+    """However many handshake-era calls an upstream asks at once, the relay's threads are
+    bounded: a round past its workers and backlog is not asked, and the call ends with a tool
+    error saying so, while the round already asked still waits for its client."""
+    monkeypatch.setattr(relay_module, "ROUND_WORKERS", 1)
+    monkeypatch.setattr(relay_module, "ROUND_BACKLOG", 0)
+    gw = gateway()
+    asking_upstream(gw)
+    first_asked: list[concurrent.futures.Future[dict[str, Any]]] = []
+    first_was_asked = threading.Event()
+    tool = gw.catalog.find_tool("ask")
+    withdraw = lambda result, error: [future.cancel() for future in first_asked]  # as a transport does at a request's end
+    tool.start({}, asking_context(first_asked, first_was_asked)).on_done(withdraw)
+    assert first_was_asked.wait(LONG), "the first round was never asked"
+    second_asked: list[concurrent.futures.Future[dict[str, Any]]] = []
+    second = tool.start({}, asking_context(second_asked, threading.Event()))
+    result = second.result(LONG)
+    assert result["isError"] is True
+    assert "rounds already wait for the client" in result["content"][0]["text"]
+    assert second_asked == [], "a round past the bound was asked all the same"
+    assert not first_asked[0].done(), "the first round's question was withdrawn"

@@ -38,7 +38,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 import httptools
 import pytest
 
-from .raw_http import Closed, RawClient, Servers
+from ..httpd.raw_http import Closed, RawClient, Servers
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,8 +9,8 @@ import pytest
 
 from mcpsync import Context, Server, Service
 from mcpsync.protocol.jsonrpc import Request
-from mcpsync.transport._http_resume import DetachedStreams, StreamLog
-from mcpsync.transport._http_stream import RELEASE, Exchange
+from mcpsync.transport.http._resume import DetachedStreams, StreamLog
+from mcpsync.transport.http._stream import RELEASE, Exchange
 
 from .._timeouts import LONG
 from .pipes import PipeClient

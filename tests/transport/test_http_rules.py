@@ -1,6 +1,6 @@
 """The HTTP transport's header and status rules, without sockets.
 
-The pure rules (`_http_rules`, `_http_headers`) are tested table by table; the status code each
+The pure rules (`_rules`, `_headers`) are tested table by table; the status code each
 kind of request gets is tested by calling the WSGI application directly with a built environ
 (the engine still runs on the transport's worker threads, which every test shuts down).
 """
@@ -19,10 +19,10 @@ from mcpsync import Context, Server, Service, Tool
 from mcpsync.protocol.jsonrpc import McpError, Request
 from mcpsync.protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, Envelope, Era
 from mcpsync.protocol.param_headers import invalid_annotation, param_headers
-from mcpsync.transport._http_headers import check_routing_headers, decode_value
-from mcpsync.transport._http_rules import Headers, accepts, error_status, rebinding_refusal, route
-from mcpsync.transport._http_sessions import SessionTable
-from mcpsync.transport._http_stream import Exchange
+from mcpsync.transport.http._headers import check_routing_headers, decode_value
+from mcpsync.transport.http._rules import Headers, accepts, error_status, rebinding_refusal, route
+from mcpsync.transport.http._sessions import SessionTable
+from mcpsync.transport.http._stream import Exchange
 from mcpsync.protocol import jsonrpc
 
 from .._timeouts import LONG, SHORT

@@ -22,9 +22,9 @@ import pytest
 from mcpsync import Context, Server, Service
 from mcpsync.errors import McpsyncError
 from mcpsync.protocol.jsonrpc import Request
-from mcpsync.transport import http as http_transport
-from mcpsync.transport._http_sessions import EVICTION_GRACE, HttpSession, SessionTable
-from mcpsync.transport._http_stream import Exchange
+from mcpsync.transport.http import endpoint as http_transport
+from mcpsync.transport.http._sessions import EVICTION_GRACE, HttpSession, SessionTable
+from mcpsync.transport.http._stream import Exchange
 
 from .._timeouts import LONG
 

@@ -1,4 +1,4 @@
-"""The stdio wire's writer (`transport/_output.Output`) on real pipes: order kept however many threads
+"""The stdio wire's writer (`transport/stdio/_output.Output`) on real pipes: order kept however many threads
 write and however late the reader reads, a client that reads nothing is given up on once, and no
 caller and no shutdown waits on a pipe past its deadline."""
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcpsync.transport._output import WRITER_THREAD, Output
+from mcpsync.transport.stdio._output import WRITER_THREAD, Output
 from tests._timeouts import LONG
 
 pytestmark = pytest.mark.timeout(60)

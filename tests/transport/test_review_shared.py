@@ -14,9 +14,9 @@ import pytest
 
 from mcpsync import Server
 from mcpsync.bus import MemoryBus, MemoryStore, StoreUnavailable
-from mcpsync.transport._http_directory import SharedDirectory
-from mcpsync.transport._http_stream import Event
-from mcpsync.transport.subscriptions import LOCAL
+from mcpsync.transport.http._directory import SharedDirectory
+from mcpsync.transport.http._stream import Event
+from mcpsync.transport.lifecycle.subscriptions import LOCAL
 
 from .._timeouts import LONG
 from ..sse_stream import SseStream

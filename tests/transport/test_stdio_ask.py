@@ -20,8 +20,8 @@ from mcpsync import AskTimeout, Context, McpError, McpsyncError, Question, Serve
 from mcpsync.engine.session import Session
 from mcpsync.protocol.jsonrpc import Request
 from mcpsync.protocol.versions import Era
-from mcpsync.transport._output import Output
-from mcpsync.transport._stdio_exchange import Asks as _Asks, Exchange as _Exchange
+from mcpsync.transport.stdio._output import Output
+from mcpsync.transport.stdio._exchange import Asks as _Asks, Exchange as _Exchange
 
 from .._timeouts import LONG, SHORT
 from .pipes import PipeClient, modern

@@ -1,0 +1,29 @@
+"""The HTTP server's defaults and the types of what it serves, in a module that imports nothing.
+
+Strategy: `Server.start_http/serve_http`, `mcpsync serve` and the MCP endpoint name these in
+their signatures and help, and importing them must not load the server (httptools, sockets,
+threads): a stdio server never does. Each value is written here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+DEFAULT_THREADS = 64
+"""Requests mcpsync's own HTTP server reads, runs or writes at once, a worker thread each."""
+DEFAULT_MAX_CONNECTIONS = 10_000
+"""Connections mcpsync's own HTTP server holds open at once (capped below the descriptor limit)."""
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+"""Request-body bytes mcpsync's own HTTP server holds at once, across all connections (a request
+that would take more is refused 503 with Retry-After before its body is sent)."""
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+"""A WSGI application (PEP 3333): called with the environ and `start_response`."""
+
+HeadAnswer = tuple[str, list[tuple[str, str]], bytes]
+"""A whole response: the status line ("401 Unauthorized"), the headers and the body."""
+HeadCheck = Callable[[dict[str, Any]], "HeadAnswer | None"]
+"""Called by mcpsync's own HTTP server with the environ of a request whose head has arrived and
+whose body has not been read: None to read the body and run the application, or the answer to
+send instead (the connection then closes and the body is never read)."""

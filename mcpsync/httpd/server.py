@@ -1,0 +1,389 @@
+"""mcpsync's HTTP/1.1 server for one WSGI application: what `mcpsync serve --http` runs.
+
+Why our own loop: an MCP POST is one small JSON body in and one out, so the server's own work
+decides the request rate (cheroot spent about 200 µs of CPU on each; the official SDK's uvicorn
+parses in C), and a server on a network must not give a thread to every client that connects:
+slow, idle and listening clients would hold them all. Parsing is httptools' (`_parse`); the
+connection's life is `_connection`'s; this module owns the sockets, the workers and time.
+
+Strategy: one loop thread (the caller of `serve()`) waits on a `Poller` (epoll) for the listening
+socket, every connection that waits, and the nearest deadline. It accepts connections itself,
+and hands a connection that became ready or due to the bounded pool of workers (`mcpsync-http-N`,
+at most `threads`), which reads, runs the application and writes, then gives the connection back
+to the poller. So a worker is held only while a request is read, run or written; a connection
+costs a file descriptor while it waits. At `max_connections` (capped below the file descriptor
+limit) one more is answered 503 and closed at once. A closing connection lingers in the loop
+(`LINGER`: its writes shut, what the client still sends read and dropped), so the client reads
+the answer instead of a reset (RFC 9112 §9.6), without a thread.
+
+Deadlines, not per-read timeouts: a request head must arrive within `timeout` seconds in all
+(408 past it), a body at `min_body_rate` bytes a second after that allowance and within
+`body_timeout` seconds in all however fast it comes (408), a new connection's first byte within
+`timeout`, the next request on a kept-alive one within `idle_timeout` (closed silently past
+either); a write that makes no progress for `timeout` seconds drops the connection.
+
+Nothing is spent on a body before its head is accepted: `head_check(environ)` (the application's
+own, e.g. `WsgiTransport.check_head`, which authenticates) is called once the head of a request
+with a body has arrived, before any of the body is read or `100 Continue` sent, and an answer it
+returns is sent instead, ending the connection. The bodies read at once, across connections, are
+bounded by `max_buffered_bytes` (`_budget`: past it a request is refused 503 at its head).
+
+Answering from another thread: `environ["mcpsync.respond_now"]` (`RESPOND_NOW`) writes a whole
+response from the calling thread, for an application whose own thread is stuck (a shutdown
+answering a request while user code holds the worker). It succeeds only before the worker has
+sent any byte of the response; the connection then closes, and whatever the worker sends for the
+request later is dropped. So a response is written by one thread only.
+
+Stopping: `stop()` closes the listener and every connection that waits for a request; the busy
+ones and open streams get until the deadline to finish (a transport that shut down first has
+ended its streams), then are cut, and every worker is joined.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import resource
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from .._pool import WorkerPool
+from ._budget import BodyBudget
+from ._connection import RESPOND_NOW, Connection
+from ._parse import MAX_HEAD_BYTES, MAX_HEADERS
+from ._poller import READ, new_poller
+from ._response import Clock, plain_response
+from .options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, HeadCheck, WsgiApp
+
+__all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "RESPOND_NOW", "WsgiServer"]
+
+log = logging.getLogger("mcpsync")
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 30.0
+DEFAULT_MIN_BODY_RATE = 16 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds a request's body may take in all, however steadily it comes (a body of the largest
+size, 16 MiB by default, must then come at 560 KB/s; an MCP request is a few KB)."""
+LINGER = 2.0
+"""Seconds a closing connection keeps reading (and dropping) what the client still sends."""
+MAX_LINGERING = 1024
+"""Closing connections lingering at once; past it they close at once."""
+FD_RESERVE = 64
+"""File descriptors kept free of connections: the listener, the poller, logs, upstreams."""
+LATE_JOIN = 1.0
+"""Seconds `stop()` still waits for the connections it had to cut."""
+IDLE_WAKE = 60.0
+"""The longest the loop waits with nothing due (every wait has a deadline)."""
+_ACCEPT_BURST = 64
+
+
+class WsgiServer:
+    """Serves one WSGI application on `host:port` (port 0: any free one; see `.port`).
+
+    Binds at construction, so a busy port fails in the caller. `serve()` runs the loop on the
+    calling thread until `stop()`; the workers are the server's own. `head_check` (see the
+    module's docstring) gets the environ of a head whose body is not read yet (`wsgi.input` is
+    empty, `CONTENT_LENGTH` as declared) and returns None, or the (status, headers, body) to
+    answer instead. `max_buffered_bytes` (None: 64 MiB, or `max_body_bytes` if more) bounds the
+    bodies held at once.
+    """
+
+    def __init__(
+        self,
+        app: WsgiApp,
+        host: str,
+        port: int,
+        *,
+        threads: int = DEFAULT_THREADS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float = DEFAULT_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        min_body_rate: float = DEFAULT_MIN_BODY_RATE,
+        max_body_bytes: int = 4 * 1024 * 1024,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        max_buffered_bytes: int | None = None,
+        head_check: HeadCheck | None = None,
+    ) -> None:
+        if max_buffered_bytes is None:
+            max_buffered_bytes = max(DEFAULT_MAX_BUFFERED_BYTES, max_body_bytes)
+        for name, value in (("threads", threads), ("max_connections", max_connections), ("timeout", timeout),
+                            ("idle_timeout", idle_timeout), ("min_body_rate", min_body_rate), ("max_body_bytes", max_body_bytes),
+                            ("body_timeout", body_timeout), ("max_buffered_bytes", max_buffered_bytes)):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive")
+        if max_buffered_bytes < max_body_bytes:
+            raise ValueError("max_buffered_bytes must hold at least one body of max_body_bytes")
+        self.app = app
+        self.head_check = head_check
+        self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        self.min_body_rate = min_body_rate
+        self.body_timeout = body_timeout
+        self.max_body_bytes = max_body_bytes
+        # a sixteenth kept for small bodies, as long as one of the largest still fits without it
+        self.body_budget = BodyBudget(max_buffered_bytes, reserve=min(max_buffered_bytes // 16, max_buffered_bytes - max_body_bytes))
+        self.max_connections = _within_fd_limit(max_connections)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        if host not in ("", "0.0.0.0", "::") and ":" not in host:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        self._listener = socket.create_server((host, port), family=family, backlog=1024)
+        self._listener.setblocking(False)
+        bound = self._listener.getsockname()
+        self.host, self.port = bound[0], bound[1]
+        self.base_environ: dict[str, Any] = {
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            "wsgi.input_terminated": True,
+            "SCRIPT_NAME": "",
+            "SERVER_NAME": self.host,
+            "SERVER_PORT": str(self.port),
+            "SERVER_SOFTWARE": "mcpsync",
+        }
+        self.clock = Clock()
+        self.poller = new_poller()
+        self.poller.watch(self._listener.fileno())
+        self.poller.arm(self._listener.fileno(), READ)
+        self._pool = WorkerPool("mcpsync-http", workers=threads, backlog=self.max_connections + MAX_LINGERING)
+        self._lock = threading.Condition()
+        self._connections: dict[int, Connection] = {}
+        self._lingering: dict[int, tuple[socket.socket, float]] = {}  # the loop's own
+        self._pending_lingers: list[socket.socket] = []  # handed over by workers (under the timer lock)
+        self._timers: list[tuple[float, int, Connection]] = []
+        self._timer_lock = threading.Lock()
+        self._sequence = itertools.count()
+        self._sleep_until = 0.0
+        self._stopping = False
+        self._closed = False
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # -- what connections call --------------------------------------------------------------------
+    def submit(self, job: Any) -> bool:
+        return self._pool.submit(job)
+
+    @property
+    def workers_to_spare(self) -> bool:
+        """Another worker is free, or may start: one may wait briefly on its connection (`NEXT_REQUEST_WAIT`)."""
+        return not self._stopping and self._pool.has_room
+
+    def schedule(self, connection: Connection, due: float) -> None:
+        """Make the loop look at `connection` at `due` (one live timer per connection: a later
+        deadline is found when the earlier timer fires)."""
+        with self._timer_lock:
+            if connection.scheduled_at is not None and connection.scheduled_at <= due:
+                return
+            connection.scheduled_at = due
+            heapq.heappush(self._timers, (due, next(self._sequence), connection))
+            wake = due < self._sleep_until
+        if wake:
+            self.poller.wake()
+
+    def release(self, connection: Connection) -> None:
+        with self._lock:
+            if self._connections.get(connection.fd) is connection:
+                del self._connections[connection.fd]
+                self._lock.notify_all()
+
+    def linger(self, sock: socket.socket) -> None:
+        """Close `sock` after the client has read what was sent: from any thread."""
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            sock.close()
+            return
+        with self._timer_lock:
+            self._pending_lingers.append(sock)
+        self.poller.wake()
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def serve(self) -> None:
+        """Run the loop until `stop()`."""
+        listener = self._listener.fileno()
+        try:
+            while not self._stopping:
+                for fd, _events in self.poller.wait(self._next_wait()):
+                    if fd == listener:
+                        self._accept()
+                        self.poller.arm(listener, READ)
+                        continue
+                    connection = self._connections.get(fd)
+                    if connection is not None:
+                        connection.take_turn()
+                    elif fd in self._lingering:
+                        self._drop_lingering_input(fd)
+                self._start_lingers()
+                self._fire_timers()
+        finally:
+            self.poller.forget(listener)
+            self._listener.close()
+            for sock, _ in self._lingering.values():
+                sock.close()
+            self._lingering.clear()
+
+    def _next_wait(self) -> float:
+        with self._timer_lock:
+            due = [self._timers[0][0]] if self._timers else []
+            if self._lingering:  # in the order they began, each for LINGER: the first ends first
+                due.append(next(iter(self._lingering.values()))[1])
+            now = time.monotonic()
+            self._sleep_until = min(due, default=now + IDLE_WAKE)
+            return min(IDLE_WAKE, max(0.0, self._sleep_until - now))
+
+    def _fire_timers(self) -> None:
+        now = time.monotonic()
+        due: list[Connection] = []
+        with self._timer_lock:
+            while self._timers and self._timers[0][0] <= now:
+                at, _, connection = heapq.heappop(self._timers)
+                if connection.scheduled_at == at:
+                    connection.scheduled_at = None
+                    due.append(connection)
+        for connection in due:
+            deadline = connection.deadline
+            if deadline is not None and deadline > now:
+                self.schedule(connection, deadline)  # pushed back since this timer was set
+            else:
+                connection.take_turn()
+        for fd, (_, until) in list(self._lingering.items()):
+            if until > now:
+                break  # the rest began later
+            self._end_lingering(fd)
+
+    def _accept(self) -> None:
+        for _ in range(_ACCEPT_BURST):
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:  # e.g. out of file descriptors: say so; the loop goes on
+                log.warning("HTTP accept failed: %s", exc)
+                return
+            sock.setblocking(False)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass  # not TCP
+            now = time.monotonic()
+            with self._lock:
+                full = len(self._connections) >= self.max_connections
+                if not full and not self._stopping:
+                    connection = Connection(self, sock, address, now)
+                    self._connections[connection.fd] = connection
+            if full or self._stopping:
+                self._refuse_at_once(sock, address, full)
+                continue
+            self.poller.watch(connection.fd)
+            connection.deadline = now + self.timeout
+            self.schedule(connection, connection.deadline)
+            self.poller.arm(connection.fd, READ)
+
+    def _refuse_at_once(self, sock: socket.socket, address: Any, full: bool) -> None:
+        if full:
+            log.warning("HTTP: %d connections are open, the limit; refused one from %s", self.max_connections, address[0])
+        why = "too many connections" if full else "the server is stopping"
+        try:
+            sock.send(plain_response(503, why, self.clock.header()))
+        except OSError:
+            pass
+        self.linger(sock)
+
+    # -- lingering closes (the loop's own) --------------------------------------------------------
+    def _start_lingers(self) -> None:
+        with self._timer_lock:
+            pending, self._pending_lingers = self._pending_lingers, []
+        until = time.monotonic() + LINGER
+        for sock in pending:
+            if len(self._lingering) >= MAX_LINGERING:
+                sock.close()
+                continue
+            fd = sock.fileno()
+            self._lingering[fd] = (sock, until)
+            self.poller.watch(fd)
+            self.poller.arm(fd, READ)
+
+    def _drop_lingering_input(self, fd: int) -> None:
+        sock, _ = self._lingering[fd]
+        try:
+            if sock.recv(65536):
+                self.poller.arm(fd, READ)
+                return
+        except BlockingIOError:
+            self.poller.arm(fd, READ)
+            return
+        except OSError:
+            pass
+        self._end_lingering(fd)
+
+    def _end_lingering(self, fd: int) -> None:
+        sock, _ = self._lingering.pop(fd)
+        self.poller.forget(fd)
+        sock.close()
+
+    # -- stopping ---------------------------------------------------------------------------------
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop accepting, close the connections waiting for a request, give busy ones and open
+        streams until `timeout` to finish, then cut them; join the workers. True if all ended
+        in time."""
+        with self._lock:
+            self._stopping = True
+        self.poller.wake()
+        deadline = time.monotonic() + timeout
+        clean = self._wait_connections(deadline, streams=False)
+        if not clean:
+            for connection in self._open_connections():
+                connection.close_if_waiting(streams=True)
+                connection.cut()
+            clean = self._wait_connections(time.monotonic() + LATE_JOIN, streams=True)
+        stuck = self._pool.close(LATE_JOIN)
+        if stuck or not clean:
+            log.warning("HTTP: %d connection(s) and %d worker(s) did not end in time", len(self._open_connections()), len(stuck))
+        return clean and not stuck
+
+    def _open_connections(self) -> list[Connection]:
+        with self._lock:
+            return list(self._connections.values())
+
+    def _wait_connections(self, deadline: float, *, streams: bool) -> bool:
+        """Close what waits, as it comes to wait, until none is left or `deadline`."""
+        while True:
+            for connection in self._open_connections():
+                connection.close_if_waiting(streams=streams)
+            with self._lock:
+                # one answered from another thread has nothing left to finish: its worker is stuck
+                if all(connection.answered_elsewhere for connection in self._connections.values()):
+                    return not self._connections
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(min(remaining, 0.05))
+
+    def close(self) -> None:
+        """Release the listener and the poller (after `serve()` has returned); once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._listener.close()
+        self.poller.close()
+
+
+def _within_fd_limit(wanted: int) -> int:
+    """`wanted` connections, or fewer if the process may not open that many descriptors."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or wanted <= soft - FD_RESERVE:
+        return wanted
+    allowed = max(1, soft - FD_RESERVE)
+    say = log.info if wanted == DEFAULT_MAX_CONNECTIONS else log.warning
+    say("HTTP: max_connections %d is over the file descriptor limit (%d); serving at most %d", wanted, soft, allowed)
+    return allowed
