@@ -1,5 +1,6 @@
 """The server's own requests to a client (handshake era: `roots/list`, `sampling/createMessage`,
-`elicitation/create`, `ping`), answered by the session's callbacks on a bounded pool.
+`elicitation/create`, `ping`), answered by the session's callbacks on a bounded pool; and the
+capabilities those callbacks declare, in both eras.
 
 Why a pool with a refusal: the server chooses how many requests it sends, so one thread per
 request would let it make the client start threads at will, and an unbounded queue would only
@@ -13,12 +14,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._pool import WorkerPool
 from ..errors import CallTimeout, ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Request
+
+if TYPE_CHECKING:
+    from .options import SessionOptions
 
 log = logging.getLogger("mcpsync.client")
 
@@ -29,6 +33,31 @@ CALLBACK_BACKLOG = 32
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Answers a server request (its params) with a result; raise McpError to answer an error."""
+
+
+def declared(options: SessionOptions) -> tuple[dict[str, Handler], dict[str, Any]]:
+    """The callbacks `options` gives, by the method each answers, and the capabilities that
+    declare them: `{}` each, but elicitation names its modes unless it is forms only (which `{}`
+    means), and roots says `listChanged` when the client will tell. ValueError for an unknown
+    elicitation mode."""
+    handlers: dict[str, Handler] = {}
+    capabilities: dict[str, Any] = {}
+    for method, handler, capability in (
+        ("roots/list", options.roots, "roots"),
+        ("sampling/createMessage", options.sampling, "sampling"),
+        ("elicitation/create", options.elicitation, "elicitation"),
+    ):
+        if handler is not None:
+            handlers[method] = handler
+            capabilities[capability] = {}
+    modes = tuple(options.elicitation_modes)
+    if not modes or set(modes) - {"form", "url"}:
+        raise ValueError("elicitation_modes must name 'form', 'url' or both")
+    if options.elicitation is not None and modes != ("form",):  # {} alone means forms only
+        capabilities["elicitation"] = {mode: {} for mode in modes}
+    if options.roots is not None and options.roots_list_changed:
+        capabilities["roots"] = {"listChanged": True}
+    return handlers, capabilities
 
 
 class ServerRequests:

@@ -3,25 +3,23 @@
 Strategy: the connection's reader thread hands every message to `_on_message`, which completes the
 waiting call (by id), routes progress to that call's callback, turns list changes into listen events,
 and answers the server's own requests (handshake era) on the session's bounded callback pool so the
-reader never blocks. Callers block in `request()` on a `Future` with a deadline; on timeout the request is
-cancelled on the wire and `CallTimeout` is raised. When the connection is lost, every pending call
-fails at once with `ConnectionLost`.
+reader never blocks. Callers block in `request()` on a `PendingCall` with a deadline; on timeout the
+request is cancelled on the wire and `CallTimeout` is raised. When the connection is lost, every
+pending call fails at once with `ConnectionLost`.
 
 Opening (`mode`): "auto" probes `server/discover` and falls back to `initialize` when the server
-does not speak 2026-07-28; "legacy" and "modern" force an era.
+does not speak 2026-07-28; "legacy" and "modern" force an era (see `_negotiation`).
 
-Two 2026-07-28 rules live here, since they concern what a request means rather than how it travels:
-a request the server refuses for its protocol version (-32022, `data.supported` naming a version we
-speak) is sent once more with that version, which the session then keeps (`request()`); and over
-HTTP a tool whose `x-mcp-header` annotations are invalid is left out of `list_tools()` with a warning
-and refused by `call_tool()` before anything is sent (`InvalidTool`), as the transport spec requires:
-its calls could not carry the headers the server checks.
+Two 2026-07-28 rules concern what a request means rather than how it travels, so the session
+applies them: a request the server refuses for its protocol version (-32022, `data.supported`
+naming a version we speak) is sent once more with that version, which the session then keeps
+(`request()`); and over HTTP a tool whose `x-mcp-header` annotations are invalid is left out of
+`list_tools()` and refused by `call_tool()` (see `_tool_headers`).
 
 Questions from the server (elicitation, sampling, roots) reach the same callbacks in both eras: as
 JSON-RPC requests in the handshake era (answered off the reader thread, on a bounded pool: see
-`_server_requests`), as the `inputRequests` of
-an `input_required` result in 2026-07-28 (answered on the caller's thread by `_request_with_input`,
-which then retries the request); see `ClientSession`.
+`_server_requests`), as the `inputRequests` of an `input_required` result in 2026-07-28 (answered
+on the caller's thread, then the request is retried: see `_input_required`); see `ClientSession`.
 """
 
 from __future__ import annotations
@@ -34,29 +32,29 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._version import __version__
-from ..errors import CallTimeout, ConnectionLost, InputRoundsExceeded, InvalidTool, ProtocolViolation, SessionClosed
+from ..errors import CallTimeout, ConnectionLost, ProtocolViolation, SessionClosed
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import ErrorCode, McpError, Message, Notification, Request, Response
-from ..protocol.param_headers import split_invalid_tools
+from ..protocol.jsonrpc import McpError, Message, Notification, Request, Response
 from ..protocol.versions import (
-    HANDSHAKE_VERSIONS,
-    LATEST_HANDSHAKE_VERSION,
     LATEST_MODERN_VERSION,
     LOG_LEVELS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
-    META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
-    MODERN_VERSIONS,
     Era,
     is_log_level,
 )
-from ._input_required import STATE_ONLY_FIRST_WAIT, STATE_ONLY_MAX_WAIT, answer_questions, parse_input_required
+from ._calls import Calls
+from ._input_required import request_with_input
 from ._listening import Listening
-from ._pending import PendingCall, Progress
-from ._server_requests import Handler, ServerRequests
+from ._negotiation import PROBE_TIMEOUT as PROBE_TIMEOUT
+from ._negotiation import discover, initialize, version_to_retry
+from ._pending import PendingCall as PendingCall
+from ._pending import Progress
+from ._server_requests import ServerRequests, declared
+from ._tool_headers import ToolHeaders
 from .listen import Listener
 from .options import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from .options import SessionOptions, session_options
@@ -65,7 +63,6 @@ log = logging.getLogger("mcpsync.client")
 
 _CLOSE_SEND_TIMEOUT = 0.5  # closing never waits long to tell a server that stopped reading
 _CALLBACK_JOIN_TIMEOUT = 2.0  # close() waits this long for callbacks still answering the server
-PROBE_TIMEOUT = 10.0
 MODES = ("auto", "legacy", "modern")
 
 
@@ -138,8 +135,8 @@ class ClientSession:
 
     def __init__(self, connection: Any, *, options: SessionOptions | None = None, **settings: Any) -> None:
         chosen = session_options(options, **settings)
-        mode, timeout, client_info, log_level = chosen.mode, chosen.timeout, chosen.client_info, chosen.log_level
-        roots, sampling, elicitation, max_input_rounds = chosen.roots, chosen.sampling, chosen.elicitation, chosen.max_input_rounds
+        mode, timeout, client_info = chosen.mode, chosen.timeout, chosen.client_info
+        log_level, max_input_rounds = chosen.log_level, chosen.max_input_rounds
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if not (isinstance(max_input_rounds, int) and max_input_rounds >= 0):
@@ -149,23 +146,7 @@ class ClientSession:
         self._mode = mode
         self.timeout = timeout
         self.client_info = dict(client_info or {"name": "mcpsync", "version": __version__})
-        self._handlers: dict[str, Handler] = {}
-        self.capabilities: dict[str, Any] = {}
-        for method, handler, capability in (
-            ("roots/list", roots, "roots"),
-            ("sampling/createMessage", sampling, "sampling"),
-            ("elicitation/create", elicitation, "elicitation"),
-        ):
-            if handler is not None:
-                self._handlers[method] = handler
-                self.capabilities[capability] = {}
-        modes = tuple(chosen.elicitation_modes)
-        if not modes or set(modes) - {"form", "url"}:
-            raise ValueError("elicitation_modes must name 'form', 'url' or both")
-        if elicitation is not None and modes != ("form",):  # {} alone means forms only
-            self.capabilities["elicitation"] = {mode: {} for mode in modes}
-        if roots is not None and chosen.roots_list_changed:
-            self.capabilities["roots"] = {"listChanged": True}
+        self._handlers, self.capabilities = declared(chosen)  # the callbacks by method, and what they declare
         self._on_log = chosen.on_log
         if log_level is not None and not is_log_level(log_level):
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
@@ -174,14 +155,13 @@ class ClientSession:
         self._on_lost_callback = chosen.on_lost
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._pending: dict[Any, PendingCall] = {}
-        self._by_token: dict[Any, PendingCall] = {}
+        self._calls = Calls(self._lock)  # the calls waiting for their end
         self._listening = Listening(self)  # the open listeners, under self._lock
         self._lost: Exception | None = None
         self._closed = False
         self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
         self._asked = ServerRequests(self._handlers, self._connection)  # answers the server's requests
-        self._invalid_tools: dict[str, str] = {}  # name -> why, from the last list_tools(); under self._lock
+        self._tool_headers = ToolHeaders(connection, self._lock)  # what the last list_tools() said of the tools' headers
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -195,46 +175,13 @@ class ClientSession:
         self._connection.start(self._on_message, self._on_lost)
         try:
             if self._mode == "legacy":
-                self._initialize()
-            elif self._mode == "modern":
-                self._discover(LATEST_MODERN_VERSION, fall_back=False)
+                initialize(self)
             else:
-                self._discover(LATEST_MODERN_VERSION, fall_back=True)
+                discover(self, LATEST_MODERN_VERSION, fall_back=self._mode == "auto")
         except BaseException:
             self.close()
             raise
         return self
-
-    def _discover(self, version: str, *, fall_back: bool) -> None:
-        self.era, self.protocol_version = Era.MODERN, version
-        try:  # a -32022 naming a version we speak has been retried with it by request()
-            result = self.request("server/discover", {}, timeout=min(self.timeout, PROBE_TIMEOUT))
-        except McpError as exc:
-            if not fall_back or (isinstance(exc.data, dict) and exc.data.get("unauthorized") is True):
-                raise  # a login that failed would only be asked again by initialize
-            log.debug("server/discover failed (%s); falling back to initialize", exc)
-            return self._initialize()
-        except CallTimeout:
-            if not fall_back:
-                raise
-            log.debug("server/discover timed out; falling back to initialize")
-            return self._initialize()
-        self.server_capabilities = result.get("capabilities") or {}
-        self.instructions = result.get("instructions")
-        self.server_info = (result.get("_meta") or {}).get(META_SERVER_INFO) or {}
-
-    def _initialize(self) -> None:
-        self.era, self.protocol_version = Era.HANDSHAKE, None
-        params = {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": self.capabilities, "clientInfo": self.client_info}
-        result = self.request("initialize", params)
-        version = result.get("protocolVersion")
-        if version not in HANDSHAKE_VERSIONS:
-            raise ProtocolViolation(f"the server offered protocol version {version!r}, which this client does not speak")
-        self.protocol_version = version
-        self.server_capabilities = result.get("capabilities") or {}
-        self.server_info = result.get("serverInfo") or {}
-        self.instructions = result.get("instructions")
-        self.notify("notifications/initialized")
 
     def close(self) -> None:
         """End the session: close listeners, fail pending calls, stop the connection. Idempotent."""
@@ -247,10 +194,10 @@ class ClientSession:
         for listener in listeners:
             listener._finish()
         with self._lock:
-            in_flight = [request_id for request_id, call in self._pending.items() if call.on_wire] if self._lost is None else []
+            in_flight = self._calls.on_wire() if self._lost is None else []
         for request_id in in_flight:  # so the server stops their work instead of finishing it for nobody
             self._cancel_on_wire(request_id, "the client closed the session", timeout=_CLOSE_SEND_TIMEOUT)
-        self._fail_pending(SessionClosed("the session was closed"))
+        self._calls.fail_all(SessionClosed("the session was closed"))
         self._connection.close()
         self._asked.close(_CALLBACK_JOIN_TIMEOUT)
 
@@ -282,7 +229,7 @@ class ClientSession:
         try:
             return self.start_request(method, params, progress=progress, timeout=timeout).result(timeout)
         except McpError as exc:
-            version = self._version_to_retry(exc)
+            version = version_to_retry(self.era, exc)
             if version is None:
                 raise
             remaining = deadline - time.monotonic()
@@ -291,16 +238,6 @@ class ClientSession:
             log.info("%s: the server refused protocol version %s; retrying with %s", method, self.protocol_version, version)
             self.protocol_version = version
             return self.start_request(method, params, progress=progress, timeout=remaining).result(remaining)
-
-    def _version_to_retry(self, refusal: McpError) -> str | None:
-        """The version to send a request again with after `refusal`, or None: not a 2026-07-28
-        version refusal, or the server supports no version this client speaks."""
-        if self.era is not Era.MODERN or refusal.code != ErrorCode.UNSUPPORTED_PROTOCOL_VERSION:
-            return None
-        supported = refusal.data.get("supported") if isinstance(refusal.data, dict) else None
-        if not isinstance(supported, list):
-            return None
-        return next((version for version in MODERN_VERSIONS if version in supported), None)
 
     def start_request(
         self,
@@ -334,9 +271,7 @@ class ClientSession:
 
     def expire_overdue(self) -> int:
         """Fail every call whose `start_request` deadline has passed; returns how many."""
-        now = time.monotonic()
-        with self._lock:
-            overdue = [call for call in self._pending.values() if call.deadline is not None and call.deadline <= now]
+        overdue = self._calls.overdue()
         for call in overdue:
             call._expire(call.timeout_given)
         return len(overdue)
@@ -350,21 +285,15 @@ class ClientSession:
                 raise SessionClosed("the session is closed")
             if self._lost is not None:
                 raise ConnectionLost(str(self._lost)) from self._lost
-            self._pending[request_id] = pending
-            if pending.progress_token is not None:
-                self._by_token[pending.progress_token] = pending
+            self._calls.add(pending)
         return pending
 
     def _take_pending(self, request_id: Any) -> PendingCall | None:
         """Forget a call without ending it (a closed listener: a late answer is dropped)."""
-        with self._lock:
-            return self._pending.pop(request_id, None)
+        return self._calls.take(request_id)
 
     def _unregister(self, pending: PendingCall) -> None:
-        with self._lock:
-            self._pending.pop(pending.id, None)
-            if pending.progress_token is not None:
-                self._by_token.pop(pending.progress_token, None)
+        self._calls.remove(pending)
 
     def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any, timeout: float | None = None) -> None:
         modern = self.era is Era.MODERN
@@ -428,19 +357,7 @@ class ClientSession:
         which arguments a call repeats as `Mcp-Param-*` headers, and a tool whose `x-mcp-header`
         annotations are invalid is left out, with a warning naming it and the reason (the spec's
         rule: its calls could not carry the headers; `call_tool` refuses it, see `InvalidTool`)."""
-        tools = self._list_all("tools/list", "tools", timeout)
-        know_tools = getattr(self._connection, "know_tools", None)
-        if know_tools is None:
-            return tools
-        invalid: dict[str, str] = {}
-        if self.era is Era.MODERN:
-            tools, invalid = split_invalid_tools(tools)
-            for name, reason in invalid.items():
-                log.warning("leaving out tool %r: %s", name, reason)
-        with self._lock:
-            self._invalid_tools = invalid
-        know_tools(tools)
-        return tools
+        return self._tool_headers.listed(self._list_all("tools/list", "tools", timeout), self.era)
 
     def call_tool(
         self,
@@ -453,34 +370,21 @@ class ClientSession:
         """Call a tool; returns its `CallToolResult` (check `isError` for tool failures).
         In 2026-07-28 an `input_required` answer is followed (see the class docstring).
         Raises `InvalidTool`, sending nothing, for a tool the last `list_tools()` left out."""
-        self._refuse_invalid(name)
+        self._tool_headers.refuse_invalid(name)
         params = {"name": name, "arguments": dict(arguments or {})}
         try:
-            return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
-        except McpError as exc:
-            # -32020 over HTTP: the tool wants some arguments as Mcp-Param-* headers, which only
-            # its listed schema tells. Refused before it ran, so it is safe to learn and retry once.
-            knows_tool = getattr(self._connection, "knows_tool", None)
-            if exc.code != ErrorCode.HEADER_MISMATCH or knows_tool is None or knows_tool(name):
+            return request_with_input(self, "tools/call", params, progress=progress, timeout=timeout)
+        except McpError as exc:  # a -32020 the tools' listed schemas explain goes once more
+            if not self._tool_headers.learned(exc, name, lambda: self.list_tools(timeout=timeout)):
                 raise
-            self.list_tools(timeout=timeout)
-            self._refuse_invalid(name)
-            if not knows_tool(name):
-                raise
-            return self._request_with_input("tools/call", params, progress=progress, timeout=timeout)
-
-    def _refuse_invalid(self, name: str) -> None:
-        with self._lock:
-            reason = self._invalid_tools.get(name)
-        if reason is not None:
-            raise InvalidTool(f"tool {name!r} was left out of list_tools() and is not called: {reason}")
+            return request_with_input(self, "tools/call", params, progress=progress, timeout=timeout)
 
     def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("prompts/list", "prompts", timeout)
 
     def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Get a prompt; `input_required` is followed as for `call_tool`."""
-        return self._request_with_input("prompts/get", {"name": name, "arguments": dict(arguments or {})}, timeout=timeout)
+        return request_with_input(self, "prompts/get", {"name": name, "arguments": dict(arguments or {})}, timeout=timeout)
 
     def list_resources(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("resources/list", "resources", timeout)
@@ -490,7 +394,7 @@ class ClientSession:
 
     def read_resource(self, uri: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Read a resource; `input_required` is followed as for `call_tool`."""
-        return self._request_with_input("resources/read", {"uri": uri}, timeout=timeout)
+        return request_with_input(self, "resources/read", {"uri": uri}, timeout=timeout)
 
     def complete(
         self,
@@ -508,42 +412,6 @@ class ClientSession:
             params["context"] = {"arguments": dict(context)}
         completion: dict[str, Any] = self.request("completion/complete", params, timeout=timeout).get("completion", {})
         return completion
-
-    # -- input_required (2026-07-28 multi round-trip requests) ------------------------------------
-    def _request_with_input(
-        self, method: str, params: dict[str, Any], *, progress: Progress | None = None, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """`request()`, then answer `input_required` rounds and retry until the final result,
-        all within one deadline (see the class docstring)."""
-        limit = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        result = self.request(method, params, progress=progress, timeout=timeout)
-        rounds, wait = 0, STATE_ONLY_FIRST_WAIT
-        while self.era is Era.MODERN and result.get("resultType") == "input_required":
-            rounds += 1
-            if rounds > self.max_input_rounds:
-                raise InputRoundsExceeded(
-                    f"{method}: the server still asked for input after {self.max_input_rounds} rounds "
-                    f"(the limit, max_input_rounds={self.max_input_rounds})"
-                )
-            questions, state = parse_input_required(method, result)
-            retry = dict(params)
-            if questions:
-                wait = STATE_ONLY_FIRST_WAIT
-                retry["inputResponses"] = answer_questions(self._handlers, method, questions, deadline, limit)
-            else:  # only a requestState: the server asks to be called again a little later
-                self._ending.wait(max(0.0, min(wait, deadline - time.monotonic())))
-                wait = min(wait * 2, STATE_ONLY_MAX_WAIT)
-            if state is not None:
-                retry["requestState"] = state
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise CallTimeout(f"{method} did not complete within {limit} s ({rounds} input_required round(s))")
-            try:
-                result = self.request(method, retry, progress=progress, timeout=remaining)
-            except CallTimeout as exc:
-                raise CallTimeout(f"{method} did not complete within {limit} s ({rounds} input_required round(s))") from exc
-        return result
 
     # -- listening -------------------------------------------------------------------------------
     def listen(
@@ -575,30 +443,16 @@ class ClientSession:
 
     def _on_message(self, message: Message) -> None:
         if isinstance(message, Response):
-            self._on_response(message)
+            self._calls.answer(message)
         elif isinstance(message, Notification):
             self._on_notification(message)
         elif isinstance(message, Request):
             self._on_server_request(message)
 
-    def _on_response(self, response: Response) -> None:
-        with self._lock:
-            pending = self._pending.get(response.id)
-        if pending is None:
-            return  # a call that timed out or was cancelled
-        if response.error is not None:
-            error = response.error
-            pending.settle(error=McpError(error.get("code", ErrorCode.INTERNAL_ERROR), str(error.get("message", "")), error.get("data")))
-        elif not isinstance(response.result, dict):
-            pending.settle(error=ProtocolViolation(f"the result of request {response.id!r} is not an object"))
-        else:
-            pending.settle(result=response.result)
-
     def _on_notification(self, notification: Notification) -> None:
         method, params = notification.method, notification.params
         if method == "notifications/progress":
-            with self._lock:
-                pending = self._by_token.get(params.get("progressToken"))
+            pending = self._calls.with_token(params.get("progressToken"))
             if pending is not None and pending.progress is not None:
                 _safely(pending.progress, params.get("progress"), params.get("total"), params.get("message"))
             return
@@ -618,19 +472,11 @@ class ClientSession:
             self._lost = error
             listeners = self._listening.detach()
         self._ending.set()
-        self._fail_pending(error)
+        self._calls.fail_all(error)
         for listener in listeners:
             listener._finish(error)
         if self._on_lost_callback is not None:
             _safely(self._on_lost_callback, error)
-
-    def _fail_pending(self, error: Exception) -> None:
-        with self._lock:
-            pending = list(self._pending.values())
-            self._pending.clear()
-            self._by_token.clear()
-        for entry in pending:
-            entry.settle(error=error)
 
 
 def _safely(callback: Callable[..., Any], *args: Any) -> None:

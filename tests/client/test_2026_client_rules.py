@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mcpsync.client import session as session_module
+from mcpsync.client import _negotiation as negotiation
 from mcpsync.client.http import HttpConnection
 from mcpsync.client.session import ClientSession
 from mcpsync.errors import InvalidTool
@@ -194,7 +194,7 @@ def test_no_version_in_common_is_raised_without_a_retry(server: MockServer) -> N
 
 def test_the_session_keeps_the_version_it_switched_to(monkeypatch: pytest.MonkeyPatch) -> None:
     """With two modern versions spoken, a refusal listing only the second moves the session to it."""
-    monkeypatch.setattr(session_module, "MODERN_VERSIONS", ("2099-01-01", MODERN))
+    monkeypatch.setattr(negotiation, "MODERN_VERSIONS", ("2099-01-01", MODERN))
     with MockServer(supported=(MODERN, "2099-01-01")) as mock:
         carried = refuse_first(mock, "tools/list", [MODERN])
         with session(mock.url) as client:

@@ -18,7 +18,7 @@ import pytest
 import mcpsync
 from mcpsync import CallTimeout, McpError, McpsyncError, ProtocolViolation, SessionClosed
 from mcpsync.client import ClientSession
-from mcpsync.client import session as session_module
+from mcpsync.client import _input_required as input_rounds
 from mcpsync.client._input_required import MAX_INPUT_ROUNDS
 from mcpsync.client.http import HttpConnection
 from mcpsync import InputRoundsExceeded, MissingCallback
@@ -172,7 +172,7 @@ def test_a_state_only_result_is_retried_with_its_state_after_a_short_wait(open_f
     started = time.monotonic()
     result = session.call_tool("scripted")
 
-    assert time.monotonic() - started >= session_module.STATE_ONLY_FIRST_WAIT
+    assert time.monotonic() - started >= input_rounds.STATE_ONLY_FIRST_WAIT
     assert result["resultType"] == "complete"
     _, retry = sent(session, "tools/call")
     assert without_meta(retry["params"]) == {"name": "scripted", "arguments": {}, "requestState": "busy, come back"}
@@ -191,7 +191,7 @@ class _WatchedEvent(threading.Event):
 
 
 def test_close_ends_the_state_only_wait_at_once(open_fake, monkeypatch) -> None:
-    monkeypatch.setattr(session_module, "STATE_ONLY_FIRST_WAIT", LONG * 2)
+    monkeypatch.setattr(input_rounds, "STATE_ONLY_FIRST_WAIT", LONG * 2)
     session = open_fake(timeout=LONG * 4)
     session._ending = _WatchedEvent()
     script(session, input_required(state="busy"))
