@@ -11,16 +11,17 @@ Other notifications and responses are POSTed before `send()` returns, so they re
 the order they were sent (`notifications/initialized` before the next request); a handshake-era
 `notifications/cancelled` is POSTed on a small pool of its own (`mcpsync-http-cancel-N`), since
 timers send it, and it must not wait behind the requests it cancels (should that pool be full too,
-the request's stream is cut without the POST). Each exchange uses a
-fresh `http.client` connection whose socket is registered while in use: cancelling a request or
-closing the connection shuts that socket down, which wakes the blocked reader.
+the request's stream is cut without the POST). Each exchange uses a fresh `http.client` connection
+whose socket is registered while in use: cancelling a request or closing the connection shuts that
+socket down, which wakes the blocked reader (see `_http_dial`, which also lets the credentials
+retry a refused request).
 
 Eras: a message whose `params._meta` names a protocol version is 2026-07-28 and carries the routing
 headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); closing its response stream is how it is
 cancelled. Otherwise it is the handshake era: after `initialize` the connection keeps the server's
 `Mcp-Session-Id` and the negotiated version, sends both on every later request, opens the session's
 GET stream (`mcpsync-http-stream`) once `notifications/initialized` is sent, and DELETEs the
-session on close. An HTTP 404 to a request carrying the session id means the session expired: the
+session on close (see `_http_handshake`). An HTTP 404 to a request carrying the session id means the session expired: the
 connection is lost.
 
 Failures: an HTTP error that carries a JSON-RPC error is delivered as it is; any other failure of a
@@ -35,28 +36,27 @@ from __future__ import annotations
 
 import http.client
 import logging
-import re
 import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._pool import WorkerPool
-from ..auth.client.credentials import MAX_AUTH_RETRIES, HttpCredentials
-from ..errors import ConnectionLost, InvalidUrl, McpsyncError
+from ..auth.client.credentials import HttpCredentials
+from ..errors import ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, Message, Response
 from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.sse import SseParser, TooLarge
+from ._http_dial import Endpoint, Outgoing
+from ._http_handshake import HandshakeSession
 from ._http_headers import checked_headers, merged, routing_headers
 from ._http_wire import (
     Aborted,
     Answer,
     Exchange,
     NotAuthorized,
-    Refusal,
     Stream,
     Unreachable,
     describe,
@@ -67,7 +67,6 @@ from ._http_wire import (
     same_id,
     shut,
     snippet,
-    unsendable_header,
 )
 
 log = logging.getLogger("mcpsync.client")
@@ -83,12 +82,7 @@ REQUEST_BACKLOG = 1024
 """How many requests may wait for a worker; one more fails at once."""
 _CANCEL_WORKERS, _CANCEL_BACKLOG = 2, 64
 _READ_SIZE = 64 * 1024
-_MAX_RECONNECTS = 3  # consecutive fruitless attempts to resume a stream before giving up
 _DEFAULT_RETRY = 1.0  # seconds between stream reconnections when the server named no `retry`
-_SESSION_ID = re.compile(r"[\x21-\x7e]+")
-
-
-
 
 
 # -- the connection --------------------------------------------------------------------------------
@@ -124,64 +118,40 @@ class HttpConnection:
         ssl_context: ssl.SSLContext | None = None,
         auth: HttpCredentials | None = None,
     ) -> None:
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:  # an unclosed [IPv6 bracket
-            raise InvalidUrl(f"the URL {url!r} cannot be parsed: {exc}") from None
-        if parts.scheme not in ("http", "https"):
-            raise InvalidUrl(f"an MCP endpoint URL must start with http:// or https://, not {url!r}")
-        if not parts.hostname:
-            raise InvalidUrl(f"the URL {url!r} names no host")
-        if parts.username is not None or parts.password is not None:
-            raise InvalidUrl("credentials in the URL are not supported; pass auth= or an Authorization header in headers=")
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise InvalidUrl(f"the URL {url!r} has an invalid port") from exc
+        self._lock = threading.Lock()
+        self._endpoint = Endpoint(url, timeout=timeout, ssl_context=ssl_context, auth=auth, lock=self._lock, stopping=self._stopping)
         if not (timeout > 0 and sse_read_timeout > 0):
             raise ValueError("timeout and sse_read_timeout must be positive numbers of seconds")
         self.url = url
         self.timeout = timeout
         self.sse_read_timeout = sse_read_timeout
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = port
-        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        if not self._target.isascii() or any(c.isspace() or not c.isprintable() for c in self._target):
-            raise InvalidUrl(f"the path of {url!r} must be percent-encoded ASCII")
         self._user_headers = checked_headers(headers or {})
         if auth is not None:
             if not (callable(getattr(auth, "authorization", None)) and callable(getattr(auth, "refused", None))):
                 raise TypeError("auth must have authorization() and refused() (see mcpsync.auth.HttpCredentials)")
             self._user_headers = {name: value for name, value in self._user_headers.items() if name.lower() != "authorization"}
-        self._auth = auth
         self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}  # tool name -> its Mcp-Param-* headers
-        self._ssl_context = ssl_context
-        self._lock = threading.Lock()
         self._on_message: OnMessage | None = None
         self._on_lost: OnLost | None = None
         self._exchanges: dict[Any, Exchange] = {}
         self._streams: set[Stream] = set()
         self._requests = WorkerPool("mcpsync-http-request", workers=MAX_REQUESTS, backlog=REQUEST_BACKLOG)
         self._cancels = WorkerPool("mcpsync-http-cancel", workers=_CANCEL_WORKERS, backlog=_CANCEL_BACKLOG)
-        self._get_stream: threading.Thread | None = None
         self._closing = threading.Event()
         self._closed = False
         self._lost: Exception | None = None
-        self._reached = False  # some HTTP response came back, so the endpoint exists
         self._modern = False  # the era of the last request sent
-        self._session_id: str | None = None
-        self._protocol_version: str | None = None
+        self._handshake = HandshakeSession(self, self._endpoint, self._user_headers, self._lock)
 
     @property
     def session_id(self) -> str | None:
         """The handshake-era session id the server assigned (None without one)."""
-        return self._session_id
+        return self._handshake.id
 
     @property
     def protocol_version(self) -> str | None:
         """The version negotiated by `initialize` (handshake era), sent as MCP-Protocol-Version."""
-        return self._protocol_version
+        return self._handshake.version
 
     # -- the interface the session drives --------------------------------------------------------
     def start(self, on_message: OnMessage, on_lost: OnLost) -> None:
@@ -224,20 +194,16 @@ class HttpConnection:
             if self._closed:
                 return
             self._closed = True
-            session_id = self._session_id if self._lost is None else None
+            session_id = self._handshake.id if self._lost is None else None
         self._closing.set()
         if session_id is not None:
-            self._delete_session(max(0.1, min(self.timeout, grace)))
+            self._handshake.end(max(0.1, min(self.timeout, grace)))
         with self._lock:
             for stream in list(self._streams):
                 shut(stream)
-            get_stream = self._get_stream
         survivors = self._requests.close(max(0.0, deadline - time.monotonic()))
         survivors += self._cancels.close(max(0.0, deadline - time.monotonic()))
-        if get_stream is not None and get_stream is not threading.current_thread():
-            get_stream.join(max(0.0, deadline - time.monotonic()))
-            if get_stream.is_alive():
-                survivors.append(get_stream.name)
+        survivors += self._handshake.join(max(0.0, deadline - time.monotonic()))
         if survivors:
             log.warning("HTTP connection to %s closed with threads still running: %s", self.url, survivors)
 
@@ -250,7 +216,7 @@ class HttpConnection:
                 raise ConnectionLost("the connection is closed")
             self._modern = modern
             if method == "initialize":
-                self._session_id = self._protocol_version = None
+                self._handshake.forget()
             self._exchanges[exchange.request_id] = exchange
             self._streams.add(exchange.stream)
         if not self._requests.submit(lambda: self._run_request(exchange, body, headers)):
@@ -261,15 +227,13 @@ class HttpConnection:
         conn: http.client.HTTPConnection | None = None
         try:
             try:
-                conn, response = self._open("POST", headers, body, exchange.stream, self.sse_read_timeout)
+                conn, response = self._endpoint.open(Outgoing("POST", headers, body, exchange.stream, self.sse_read_timeout))
                 parser = self._answer(exchange, response)
-                self._resume(exchange, parser)
+                self._handshake.resume(exchange, parser)
             except Aborted:
                 pass
             except Unreachable as exc:
-                with self._lock:
-                    reached = self._reached
-                if reached:
+                if self._endpoint.reached:
                     self._fail(exchange, f"cannot reach {self.url}: {exc.reason}")
                 else:
                     self._lose(ConnectionLost(f"cannot connect to {self.url}: {exc.reason}"))
@@ -302,7 +266,7 @@ class HttpConnection:
             exchange.answered = True
             return None
         if exchange.method == "initialize" and 200 <= status < 300:
-            self._capture_session(response)
+            self._handshake.capture(response)
         kind = media_type(response)
         if kind == "text/event-stream":
             parser = SseParser()
@@ -319,29 +283,6 @@ class HttpConnection:
             elif not messages:
                 self._fail(exchange, f"the server answered {exchange.method} with HTTP {status} and no JSON-RPC response", status)
         return None
-
-    def _resume(self, exchange: Exchange, parser: SseParser | None) -> None:
-        """Handshake era (2025-11-25 polling): a stream that ended before the response, after the
-        server gave an event id, is resumed with GET + Last-Event-ID, a bounded number of times.
-        The GET uses the exchange's stream, so cancelling the request still cuts it."""
-        attempts = 0
-        stream = exchange.stream
-        while parser is not None and not (exchange.answered or exchange.modern or stream.aborted) and parser.last_event_id is not None:
-            if attempts >= _MAX_RECONNECTS or self._wait_retry(parser.retry_ms):
-                return
-            attempts += 1
-            headers = self._session_headers({"Accept": "text/event-stream", "Last-Event-ID": parser.last_event_id})
-            conn, response = self._open("GET", headers, None, stream, self.sse_read_timeout)
-            try:
-                if response.status != 200 or media_type(response) != "text/event-stream":
-                    log.debug("resuming %s: HTTP %d", exchange.method, response.status)
-                    return
-                parser = SseParser(last_event_id=parser.last_event_id)
-                self._pump(response, parser, exchange)
-            finally:
-                with self._lock:
-                    stream.sock = None
-                conn.close()
 
     def _pump(self, response: Answer, parser: SseParser, exchange: Exchange | None) -> int:
         """Read events until the stream ends, or (for a request) until its response arrived;
@@ -367,10 +308,7 @@ class HttpConnection:
                 return
             exchange.answered = True
             if exchange.method == "initialize" and message.error is None and isinstance(message.result, dict):
-                version = message.result.get("protocolVersion")
-                if isinstance(version, str) and _SESSION_ID.fullmatch(version):
-                    with self._lock:
-                        self._protocol_version = version
+                self._handshake.agree(message.result)
         self._emit(message)
 
     def _fail(self, exchange: Exchange, reason: str, status: int | None = None, *, unauthorized: bool = False) -> None:
@@ -387,16 +325,6 @@ class HttpConnection:
             data["unauthorized"] = True
         error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": reason, "data": data}
         self._emit(Response(exchange.request_id, None, error))
-
-    def _capture_session(self, response: Answer) -> None:
-        session_id = response.getheader("Mcp-Session-Id")
-        if session_id is None:
-            return
-        if not _SESSION_ID.fullmatch(session_id):
-            log.warning("%s sent an unusable Mcp-Session-Id %.80r; ignored", self.url, session_id)
-            return
-        with self._lock:
-            self._session_id = session_id
 
     # -- notifications, responses and cancellation -------------------------------------------------
     def _cancel_target(self, message: dict[str, Any]) -> tuple[Exchange | None, bool]:
@@ -450,7 +378,7 @@ class HttpConnection:
         conn = None
         try:
             self._register(stream)
-            conn, response = self._open("POST", headers, body, stream, self.timeout)
+            conn, response = self._endpoint.open(Outgoing("POST", headers, body, stream, self.timeout))
             status = response.status
             if session_sent and status == 404:
                 lost = ConnectionLost(f"the server at {self.url} ended the session (HTTP 404): session expired")
@@ -468,82 +396,7 @@ class HttpConnection:
         finally:
             self._release(stream, conn)
 
-    # -- the handshake era's GET stream and DELETE -------------------------------------------------
-    def _start_get_stream(self) -> None:
-        with self._lock:
-            if self._get_stream is not None or self._closed or self._lost is not None:
-                return
-            self._get_stream = threading.Thread(target=self._run_get_stream, name="mcpsync-http-stream", daemon=True)
-            self._get_stream.start()
-
-    def _run_get_stream(self) -> None:
-        """Deliver the session's unsolicited messages; reconnect (resuming after the last event
-        id) when the server ends the stream, until it refuses, or ends it without sending a byte,
-        _MAX_RECONNECTS times in a row."""
-        fruitless, last_id, retry_ms = 0, None, None
-        unreachable: Exception | None = None  # why the latest attempt could not connect at all
-        try:
-            while not self._stopping():
-                extra = {"Accept": "text/event-stream"}
-                if last_id is not None:
-                    extra["Last-Event-ID"] = last_id
-                headers = self._session_headers(extra)
-                session_sent = "Mcp-Session-Id" in headers
-                stream = Stream()
-                conn = None
-                try:
-                    self._register(stream)
-                    conn, response = self._open("GET", headers, None, stream, self.sse_read_timeout)
-                    if response.status == 405:
-                        log.debug("%s offers no GET stream (HTTP 405)", self.url)
-                        return
-                    if response.status == 404 and session_sent:
-                        self._lose(ConnectionLost(f"the server at {self.url} ended the session (HTTP 404): session expired"))
-                        return
-                    if response.status != 200 or media_type(response) != "text/event-stream":
-                        log.debug("%s refused the GET stream: HTTP %d", self.url, response.status)
-                        fruitless += 1
-                    else:
-                        parser = SseParser(last_event_id=last_id)
-                        try:
-                            received = self._pump(response, parser, None)
-                        finally:
-                            last_id, retry_ms = parser.last_event_id, parser.retry_ms
-                        fruitless = 0 if received else fruitless + 1
-                    unreachable = None
-                except Aborted:
-                    return
-                except TimeoutError:
-                    pass  # silent for sse_read_timeout: reconnect
-                except (Unreachable, NotAuthorized, TooLarge, OSError, http.client.HTTPException, ValueError) as exc:
-                    log.debug("the GET stream of %s failed: %s", self.url, exc)
-                    fruitless += 1
-                    unreachable = exc if isinstance(exc, Unreachable) else None
-                finally:
-                    self._release(stream, conn)
-                if fruitless >= _MAX_RECONNECTS:
-                    if unreachable is not None:  # the server itself is gone, not just its stream
-                        self._lose(ConnectionLost(f"the server at {self.url} went away: {unreachable}"))
-                    return
-                if self._wait_retry(retry_ms):
-                    return
-        except Exception:
-            log.exception("the GET stream worker failed")
-
-    def _delete_session(self, timeout: float) -> None:
-        headers = self._session_headers({})
-        stream = Stream()  # not registered: it runs while closing, and bounds itself by timeout
-        conn = None
-        try:
-            conn, response = self._open("DELETE", headers, None, stream, timeout, timeout)
-            response.read(4096)
-            log.debug("DELETE of the session at %s: HTTP %d", self.url, response.status)
-        except (Aborted, Unreachable, NotAuthorized, OSError, http.client.HTTPException, ValueError) as exc:
-            log.debug("DELETE of the session at %s failed: %s", self.url, exc)
-        finally:
-            if conn is not None:
-                conn.close()
-
+    # -- what the session tells it ---------------------------------------------------------------
     def know_tools(self, tools: list[dict[str, Any]]) -> None:
         """The tools the server listed: their `inputSchema`s say which arguments a 2026-07-28
         `tools/call` repeats as `Mcp-Param-<Token>` headers (the server checks them, -32020)."""
@@ -565,100 +418,13 @@ class HttpConnection:
             return merged(self._user_headers, {**own, **routing}), True, False
         if message.get("method") == "initialize":
             return merged(self._user_headers, own), False, False
-        headers = self._session_headers(own)
+        headers = self._handshake.headers(own)
         return headers, False, "Mcp-Session-Id" in headers
 
-    def _session_headers(self, own: dict[str, str]) -> dict[str, str]:
-        own = dict(own)
+    def _start_get_stream(self) -> None:
         with self._lock:
-            session_id, version = self._session_id, self._protocol_version
-        if version is not None:
-            own["MCP-Protocol-Version"] = version
-        if session_id is not None:
-            own["Mcp-Session-Id"] = session_id
-        return merged(self._user_headers, own)
-
-    def _open(
-        self,
-        method: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        stream: Stream,
-        read_timeout: float,
-        connect_timeout: float | None = None,
-    ) -> tuple[http.client.HTTPConnection, Answer]:
-        """`_send`, with the credentials' `Authorization`: a 401 or 403 is read whole and shown to
-        them, and the request goes again while they say so (a login, a refresh, a step-up ran
-        meanwhile), at most MAX_AUTH_RETRIES times; then the refusal is the answer. Raises
-        NotAuthorized when they could not get a token (their reason, never a secret)."""
-        auth = self._auth
-        if auth is None:
-            return self._send(method, headers, body, stream, read_timeout, connect_timeout)
-        attempt = 0
-        while True:
-            sent = auth.authorization(self.url)
-            conn, response = self._send(method, {**headers, "Authorization": sent} if sent else headers, body, stream, read_timeout, connect_timeout)
-            if response.status not in (401, 403) or attempt >= MAX_AUTH_RETRIES:
-                return conn, response
-            attempt += 1
-            refusal = Refusal(response)
-            with self._lock:
-                stream.sock = None
-            conn.close()  # not held open while a login may take minutes
-            try:
-                again = auth.refused(self.url, refusal.status, refusal.getheader("WWW-Authenticate"), sent)
-            except McpsyncError as exc:
-                raise NotAuthorized(str(exc)) from None
-            if not again or stream.aborted or self._stopping():
-                return conn, refusal
-
-    def _send(
-        self,
-        method: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        stream: Stream,
-        read_timeout: float,
-        connect_timeout: float | None = None,
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Connect and send within `connect_timeout` (default `timeout`), then wait for the response
-        head within `read_timeout`. Raises Unreachable when connecting fails, Aborted when the
-        stream was cut, or the http.client/socket error otherwise."""
-        conn = self._new_http(self.timeout if connect_timeout is None else connect_timeout)
-        try:
-            try:
-                conn.connect()
-            except (OSError, ValueError) as exc:
-                raise Unreachable(describe(exc)) from exc
-            with self._lock:
-                if stream.aborted:
-                    raise Aborted()
-                stream.sock = conn.sock
-            try:
-                conn.request(method, self._target, body=body, headers=headers)
-            except ValueError:  # http.client's message quotes the value, which may be a token
-                name = unsendable_header(headers)
-                if name is None:
-                    raise
-                raise ValueError(f"the {name} header cannot be sent: its value holds a line break or a character HTTP cannot carry") from None
-            conn.sock.settimeout(read_timeout)
-            response = conn.getresponse()
-        except BaseException:
-            with self._lock:
-                stream.sock = None
-            conn.close()
-            if stream.aborted:
-                raise Aborted() from None
-            raise
-        self._reached_server()
-        return conn, response
-
-    def _new_http(self, timeout: float) -> http.client.HTTPConnection:
-        if not self._https:
-            return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        if self._ssl_context is None:
-            self._ssl_context = ssl.create_default_context()
-        return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._ssl_context)
+            if not (self._closed or self._lost is not None):
+                self._handshake.open_stream()
 
     def _register(self, stream: Stream) -> None:
         with self._lock:
@@ -672,10 +438,6 @@ class HttpConnection:
             stream.sock = None
         if conn is not None:
             conn.close()
-
-    def _reached_server(self) -> None:
-        with self._lock:
-            self._reached = True
 
     def _stopping(self) -> bool:
         return self._closing.is_set() or self._lost is not None
