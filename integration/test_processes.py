@@ -31,7 +31,7 @@ from fixtures.nginx import Nginx
 from wire import base_env, children_of, has_traceback, modern_meta, read_serving_url, spawn_http_server, stat_fields
 
 import mcpsync
-from mcpsync.cli._gunicorn_app import GRACEFUL_TIMEOUT
+from mcpsync.processes import GRACEFUL_TIMEOUT
 from tests._timeouts import LONG
 from tests.bus.redis_server import RedisServer
 

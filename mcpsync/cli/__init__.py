@@ -1,6 +1,6 @@
 """The `mcpsync` command: thin click wiring over the library, one module per family of commands.
 
-`serve` (serving, with `_serve_auth`, `config`, `loader`, `demo` and `_gunicorn_app` beside it),
+`serve` (serving, with `_serve_auth`, `_serve_build`, `config`, `loader` and `demo` beside it),
 `clients` (tools, call, listen) and `login` (login, logout, with `_login`). Each command parses
 its options, builds the library's objects and calls them: what a command does, a Python program
 does with the same calls. The entry point is `mcpsync.cli:cli`.

@@ -43,6 +43,16 @@ def test_the_stream_rule_is_one_for_both_kinds_of_server() -> None:
             options.wsgi_streams(100)
 
 
+def test_threaded_workers_hold_a_thread_per_stream_below_their_connections() -> None:
+    worker = HttpOptions(max_connections=100).for_threaded_worker()
+    assert (worker.max_streams, worker.subscription_cap) == (80, 80)
+    assert worker.for_threaded_worker() == worker, "already a worker's: the same"
+    given = HttpOptions(max_connections=100, max_streams=5, subscription_cap=2)
+    assert given.for_threaded_worker() == given, "the streams and the cap given stay"
+    with pytest.raises(ValueError, match="below max_connections"):
+        HttpOptions(max_streams=100, max_connections=100).for_threaded_worker()
+
+
 def test_options_are_a_frozen_value() -> None:
     options = HttpOptions(path="/x")
     with pytest.raises(dataclasses.FrozenInstanceError):

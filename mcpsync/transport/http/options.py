@@ -83,6 +83,17 @@ class HttpOptions:
             return DEFAULT_MAX_STREAMS if self.max_streams is None else self.max_streams
         return replace(self, max_connections=max_connections)._streams(DEFAULT_MAX_STREAMS)
 
+    def for_threaded_worker(self) -> HttpOptions:
+        """These options for one process of a threaded WSGI server (gunicorn's gthread workers)
+        that holds `max_connections` connections, where each open stream holds a thread:
+        `max_streams` fixed at `wsgi_streams(max_connections)`, and the listens capped by it unless
+        `subscription_cap` is given. Give that process `threads + max_streams` threads, so open
+        streams can never starve the requests (`mcpsync.processes` does). A ValueError if
+        `max_streams` is not below `max_connections`."""
+        streams = self.wsgi_streams(self.max_connections)
+        cap = streams if self.subscription_cap is None else self.subscription_cap
+        return replace(self, max_streams=streams, subscription_cap=cap)
+
     def _streams(self, default: int) -> int:
         if self.max_streams is None:
             return max(1, min(default, self.max_connections * 4 // 5))
