@@ -30,6 +30,7 @@ from .engine.session import Session
 from .errors import McpsyncError
 from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from .protocol.versions import Era
+from .tasks.runner import TaskRunner
 from .transport.http.options import (
     DEFAULT_MAX_SESSIONS_PER_CALLER,
     HttpOptions,
@@ -104,6 +105,9 @@ class Server:
         single_use_state: every tool's 2026-07-28 `requestState` runs it once (a replay is
             refused -32602, reason `replayed`), on every replica when they share a `store`; one
             tool at a time: `@service.tool(single_use_state=True)`.
+        tasks: the runner of the calls that become tasks (`@service.tool(task="optional")`), with
+            its limits and store (`TaskRunner(store, limits=TaskLimits(...))`); default: one
+            keeping its records in this process. `close()` fails what is still running then.
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class Server:
         store: Store | None = None,
         single_use_state: bool = False,
         max_sessions_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER,
+        tasks: TaskRunner | None = None,
     ) -> None:
         if max_sessions_per_caller < 1:
             raise ValueError("max_sessions_per_caller must be at least 1")
@@ -153,6 +158,7 @@ class Server:
             request_state_ttl=request_state_ttl,
             ask_timeout=ask_timeout,
             single_use_state=single_use_state,
+            tasks=tasks,
         )
         self.workers = workers
         self.max_frame_bytes = max_frame_bytes
@@ -557,6 +563,7 @@ class Server:
         """`shutdown()` every transport, then stop every upstream and the bus. True if all
         stopped in time."""
         stopped = self.shutdown(timeout)
+        self.engine.tasks.close(self.shutdown_timeout if timeout is None else timeout)
         self.catalog.close_remotes()
         if self._bus is not None:
             self._bus.close()

@@ -47,6 +47,9 @@ Notify = Callable[[str, dict[str, Any]], None]
 """Sends one request-scoped notification (`method`, `params`); a no-op once the request is answered."""
 AskClient = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str, Any]]"]
 """Sends one server-to-client request tied to this request (handshake era); a future for the answer."""
+AskKeyed = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str, Any]]"]
+"""Puts one question (its key, its `inputRequests` entry) where a 2026-07-28 client will read it (a
+task's `inputRequests`); a future for the answer."""
 
 
 class AskCancelled(McpsyncError):
@@ -68,6 +71,16 @@ class ClientRefused(McpError):
     def __init__(self, method: str, error: McpError) -> None:
         super().__init__(error.code, error.message, error.data)
         self.method = method
+
+
+class TaskStarted:
+    """What `Context.run_task` returns when it started a task: the function returns it, and the
+    call is answered with the task's creation result (`result`), not a result of its own."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        self.result = result
 
 
 class Context:
@@ -103,6 +116,8 @@ class Context:
         seal: Callable[[dict[str, Any], Any], str] | None = None,
         principal: Principal | None = None,
         release_stream: Callable[[], bool] | None = None,
+        ask_keyed: AskKeyed | None = None,
+        start_task: Callable[[Callable[[Context], Any]], TaskStarted | None] | None = None,
     ) -> None:
         self.request_id = request_id
         self.principal = principal
@@ -119,6 +134,8 @@ class Context:
         self._last_progress: float | None = None
         self._progress_lock = threading.Lock()
         self._ask_client = ask_client
+        self._ask_keyed = ask_keyed
+        self._start_task = start_task
         self._answers: dict[str, Any] = dict(answers or {})
         self._ask_timeout = ask_timeout
         self._seal = seal
@@ -157,6 +174,15 @@ class Context:
         does not come back within the server's grace (30 s) cancels the request, as a lost
         stream does."""
         return self._release_stream() if self._release_stream is not None else False
+
+    def run_task(self, fn: Callable[[Context], Any]) -> Any:
+        """Run `fn(ctx)` as a task the client polls, and return what answers the call with the
+        task's id; `fn` gets the task's own `Context` (its questions, cancellation and progress
+        are the task's). For a tool that decides at run time that its work is long (after asking
+        a question first, say). A client that cannot take a task (2026-07-28 without the tasks
+        extension, 2025-11-25 without `params.task`) gets `fn(ctx)` run here and now instead."""
+        started = self._start_task(fn) if self._start_task is not None else None
+        return started if started is not None else fn(self)
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to `timeout` seconds, waking early on cancellation; returns `cancelled`.
@@ -250,7 +276,7 @@ class Context:
             refusal = missing_capability(question, self.client_capabilities, self.protocol_version)
             if refusal is not None:
                 raise refusal
-        if missing and self.era is Era.MODERN:
+        if missing and self.era is Era.MODERN and self._ask_keyed is None:
             for question in keyed:  # the given answers travel on in the sealed state
                 if question.key in self._answers:
                     checked_answer(question, self._answers[question.key])
@@ -302,9 +328,15 @@ class Context:
         self.used_answers = {}
         self.state = state
 
+    def _send_question(self, question: Question) -> concurrent.futures.Future[dict[str, Any]]:
+        if self._ask_keyed is not None:  # a 2026-07-28 task: into its inputRequests, under the key
+            return self._ask_keyed(key_of(question), input_request(question))
+        assert self._ask_client is not None
+        return self._ask_client(question.method, request_params(question))
+
     def _ask_now(self, questions: list[Question], timeout: float | None) -> dict[str, Any]:
         """Handshake era: the requests go out together; wait for every answer or give up."""
-        if self._ask_client is None:
+        if self._ask_client is None and self._ask_keyed is None:
             raise McpsyncError("this transport cannot send requests to the client")
         futures: list[concurrent.futures.Future[dict[str, Any]]] = []
 
@@ -314,7 +346,7 @@ class Context:
 
         try:
             for question in questions:
-                futures.append(self._ask_client(question.method, request_params(question)))
+                futures.append(self._send_question(question))
         except BaseException:
             cancel_all()
             raise

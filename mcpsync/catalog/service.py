@@ -15,7 +15,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from .completion import Completer as Completer
 from .completion import completion_result as completion_result
@@ -106,6 +106,7 @@ class Service:
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
         single_use_state: bool = False,
+        task: Literal["forbidden", "optional", "required"] = "forbidden",
     ) -> Callable[[F], F]: ...
 
     def tool(self, fn: F | None = None, **options: Any) -> F | Callable[[F], F]:

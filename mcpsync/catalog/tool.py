@@ -22,6 +22,10 @@ from .validation import ArgumentValidator, FieldErrors, InvalidArguments, Schema
 
 _PASSTHROUGH = (content.Image, content.Audio, content.ToolResult)
 
+TASK_SUPPORT = ("forbidden", "optional", "required")
+"""A tool's `task=`: the 2025-11-25 `execution.taskSupport` values, which 2026-07-28 keeps as the
+server's own policy (the extension leaves it to the server whether a call becomes a task)."""
+
 
 class Tool:
     """A callable tool: its wire definition plus the function behind it."""
@@ -40,6 +44,7 @@ class Tool:
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
         single_use_state: bool = False,
+        task: str = "forbidden",
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -54,6 +59,11 @@ class Tool:
         engine's store of used states: for a tool whose effect must not happen twice (a payment,
         a booking) when a client sends the same retry again. A second use is refused -32602
         (`data.reason: "replayed"`; see `mcpsync.engine.single_use`)."""
+        if task not in TASK_SUPPORT:
+            raise ValueError(f"tool {self.name!r}: task must be one of {', '.join(map(repr, TASK_SUPPORT))}, not {task!r}")
+        self.task = task
+        """Whether a call runs as a task the client polls (`mcpsync.tasks`): "forbidden" (never),
+        "optional" (when the client can take one) or "required" (a client that cannot is refused)."""
         self._shape: FunctionShape | None = None
         if input_schema is None:
             self._shape = describe_function(fn, context_type=Context, passthrough_types=_PASSTHROUGH)
@@ -92,6 +102,8 @@ class Tool:
             wire["annotations"] = self.annotations
         if self.meta:
             wire["_meta"] = self.meta
+        if self.task != "forbidden":
+            wire["execution"] = {"taskSupport": self.task}
         return wire
 
     def validate(self, arguments: dict[str, Any]) -> None:

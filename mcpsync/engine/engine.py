@@ -33,7 +33,8 @@ from ..protocol.versions import (
     read_envelope,
     unsupported_version,
 )
-from . import operations
+from ..tasks.runner import TaskRunner
+from . import entry_operations, operations, task_operations
 from .interceptors import Call, Interceptor, TransportInfo
 from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .request_state import DEFAULT_TTL, RequestStateSealer
@@ -51,6 +52,26 @@ CACHEABLE_METHODS = frozenset(
     {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
 )
 
+OPERATIONS: dict[str, operations.Operation] = {
+    "initialize": operations.initialize,
+    "ping": operations.ping,
+    "logging/setLevel": operations.set_log_level,
+    "server/discover": operations.discover,
+    "tools/list": operations.list_tools,
+    "tools/call": operations.call_tool,
+    "prompts/list": entry_operations.list_prompts,
+    "prompts/get": entry_operations.get_prompt,
+    "resources/list": entry_operations.list_resources,
+    "resources/templates/list": entry_operations.list_resource_templates,
+    "resources/read": entry_operations.read_resource,
+    "completion/complete": entry_operations.complete,
+    "subscriptions/listen": operations.listen,
+    "resources/subscribe": operations.subscribe_resource,
+    "resources/unsubscribe": operations.unsubscribe_resource,
+    **task_operations.OPERATIONS,
+}
+"""The implementation of every method of either era (`mcpsync.protocol.methods` says which era has which)."""
+
 INLINE_METHODS = frozenset(
     {"initialize", "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
      "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
@@ -65,7 +86,8 @@ class Engine:
     `single_use_state`: every tool's 2026-07-28 `requestState` runs it once (without it, only the
     tools marked `Tool(single_use_state=True)`); `claim`: the store's `claim(key, ttl)` those
     states are marked used in, shared by the replicas (default: this process's, `LocalClaims`;
-    see `use_claims` and `mcpsync.engine.single_use`).
+    see `use_claims` and `mcpsync.engine.single_use`); `tasks`: the runner of the calls that
+    become tasks (default: one of this process's, on a `MemoryTaskStore`).
     """
 
     def __init__(
@@ -84,6 +106,7 @@ class Engine:
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         single_use_state: bool = False,
         claim: Claim | None = None,
+        tasks: TaskRunner | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -102,6 +125,7 @@ class Engine:
             ask_timeout=ask_timeout,
             single_use_state=_checked_flag(single_use_state),
             claim=_checked_claim(claim) if claim is not None else LocalClaims().claim,
+            tasks=tasks if tasks is not None else TaskRunner(),
         )
         """What the operations read: the one copy of the settings they share with the engine."""
         self.ttl_ms = ttl_ms
@@ -111,6 +135,11 @@ class Engine:
     @property
     def catalog(self) -> Catalog:
         return self.served.catalog
+
+    @property
+    def tasks(self) -> TaskRunner:
+        """Runs the calls that become tasks; `close()` it when the server stops."""
+        return self.served.tasks
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -306,7 +335,7 @@ class Engine:
                 replacement = interceptor.before_execute(call)
                 if replacement is not None:
                     return Success(replacement)
-            result = operations.OPERATIONS[call.method](self.served, call)
+            result = OPERATIONS[call.method](self.served, call)
         except McpError as exc:
             return Failure(exc)
         except Exception:

@@ -2,7 +2,9 @@
 
 Strategy: operations see a classified `Call` (era and envelope already checked) and return the bare
 result dict; the engine adds the era's dressing. They raise `McpError` for the client's mistakes.
-Which methods exist in which era is the two tables at the bottom, and nothing else decides it.
+Which methods exist in which era is `mcpsync.protocol.methods`'s tables, and nothing else decides
+it; the engine's `OPERATIONS` maps each to its function (prompts, resources and completion are in
+`entry_operations`, tasks in `task_operations`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Any, Protocol, TypeVar
 
 from ..auth.resource.principal import InsufficientScope
 from ..catalog.catalog import Catalog, paginate
-from ..catalog.content import ResourceNotFound, ToolError
-from ..catalog.context import AskCancelled, ClientRefused, Context
+from ..catalog.content import ToolError
+from ..catalog.context import AskCancelled, ClientRefused, Context, TaskStarted
 from ..catalog.questions import InputRequired
-from ..catalog.service import Tool, completion_result, error_result, resource_not_found
+from ..catalog.service import Tool, error_result
 from ..catalog.validation import InvalidArguments
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import (
@@ -29,7 +31,8 @@ from ..protocol.versions import (
     negotiate_handshake,
     version_at_least,
 )
-from . import mrtr
+from ..tasks.runner import UNTOLD, TaskControl
+from . import mrtr, task_operations
 from .interceptors import Call, Interceptor, ToolCall
 from .outcome import Later, Subscribed
 from .seams import ForwardedTool
@@ -53,13 +56,15 @@ def server_capabilities(served: Served, call: Call) -> dict[str, Any]:
     delivers = transport.supports_subscriptions if call.era is Era.MODERN else transport.handshake_push
     changes: dict[str, Any] = {"listChanged": True} if delivers else {}
     resources: dict[str, Any] = {"subscribe": True, "listChanged": True} if delivers else {}
-    return {
+    capabilities: dict[str, Any] = {
         "tools": dict(changes),
         "prompts": dict(changes),
         "resources": resources,
         "completions": {},
         "logging": {},
     }
+    task_operations.advertised(call, capabilities)
+    return capabilities
 
 
 _FLAG_CAPABILITY = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
@@ -207,10 +212,15 @@ def set_log_level(served: Served, call: Call) -> dict[str, Any]:
 
 # -- the request context a function sees ----------------------------------------------------------
 
-def make_context(served: Served, call: Call, retry: mrtr.Retry | None = None, *, single_use: bool = False) -> Context:
+def make_context(
+    served: Served, call: Call, retry: mrtr.Retry | None = None, *, single_use: bool = False, task: TaskControl | None = None,
+    start_task: Callable[[Callable[[Context], Any]], TaskStarted | None] | None = None,
+) -> Context:
     """The request's `Context`, with what the retry brought (`retry`, already prepared, or
     prepared here: a bad `requestState` raises -32602); `single_use`: the states it seals are
-    a single-use tool's."""
+    a single-use tool's. `task`: the control of a task the function runs in, which replaces the
+    request's exchange (its questions, notifications and cancellation are the task's, and it
+    never answers `input_required`); `start_task`: what `ctx.run_task` starts a task with."""
     meta = call.params.get("_meta")
     progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
     if call.era is Era.MODERN:
@@ -224,6 +234,10 @@ def make_context(served: Served, call: Call, retry: mrtr.Retry | None = None, *,
         capabilities, client_info = call.session.client_capabilities, call.session.client_info
     if retry is None:
         retry = mrtr.prepare(served.request_states, call)
+    exchange = call.exchange if task is None else task
+    if task is not None and progress_token is None:
+        progress_token = UNTOLD  # a task's progress message is its statusMessage, asked for or not
+    handshake = call.era is Era.HANDSHAKE
     return Context(
         request_id=call.request.id,
         era=call.era,
@@ -231,17 +245,19 @@ def make_context(served: Served, call: Call, retry: mrtr.Retry | None = None, *,
         client_info=client_info,
         client_capabilities=capabilities,
         progress_token=progress_token,
-        notify=call.exchange.notify,
-        cancel_event=call.exchange.cancel_event,
+        notify=exchange.notify,
+        cancel_event=exchange.cancel_event,
         wants_log=wants_log,
-        on_cancel=call.exchange.on_cancel,
-        ask_client=call.exchange.ask if call.era is Era.HANDSHAKE else None,
+        on_cancel=exchange.on_cancel,
+        ask_client=exchange.ask if handshake else None,
         answers=retry.answers,
         state=retry.state,
         ask_timeout=served.ask_timeout,
-        seal=mrtr.sealer_for(served.request_states, call, unique=single_use),
+        seal=mrtr.sealer_for(served.request_states, call, unique=single_use) if task is None else None,
         principal=call.principal,
-        release_stream=call.exchange.release_stream if call.era is Era.HANDSHAKE else None,
+        release_stream=exchange.release_stream if handshake else None,
+        ask_keyed=task.ask_keyed if task is not None and not handshake else None,
+        start_task=start_task,
     )
 
 
@@ -251,7 +267,7 @@ def _visible_tools(served: Served, call: Call) -> tuple[Tool, ...]:
     tools = served.catalog.list_tools()
     if served.tool_filter is not None:
         tools = tuple(tool for tool in tools if served.tool_filter(tool))
-    return _permitted(call, tools)
+    return permitted(call, tools)
 
 
 # -- scopes: what an authenticated caller may see and use ------------------------------------------
@@ -264,7 +280,7 @@ class Scoped(Protocol):
 E = TypeVar("E", bound=Scoped)
 
 
-def _permitted(call: Call, entries: tuple[E, ...]) -> tuple[E, ...]:
+def permitted(call: Call, entries: tuple[E, ...]) -> tuple[E, ...]:
     """The entries the caller's token has the scopes for (all of them without `Auth`)."""
     principal = call.principal
     if principal is None:
@@ -272,7 +288,7 @@ def _permitted(call: Call, entries: tuple[E, ...]) -> tuple[E, ...]:
     return tuple(entry for entry in entries if principal.scopes.issuperset(entry.scopes))
 
 
-def _require_scopes(call: Call, entry: Scoped, what: str) -> None:
+def require_scopes(call: Call, entry: Scoped, what: str) -> None:
     """Refuse (403 `insufficient_scope` over HTTP) an entry whose scopes the token lacks: it is not
     listed to this caller, and calling it names the scopes, so the client can step up."""
     principal = call.principal
@@ -290,7 +306,7 @@ def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
     return wire
 
 
-def _page(served: Served, call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+def page(served: Served, call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     """One page of a list method's result, with the cursor of the next page if there is one."""
     page, next_cursor = paginate(entries, call.params, served.page_size)
     result: dict[str, Any] = {key: [describe(entry) for entry in page]}
@@ -301,7 +317,7 @@ def _page(served: Served, call: Call, entries: tuple[Any, ...], key: str, descri
 
 def list_tools(served: Served, call: Call) -> dict[str, Any]:
     version = call.protocol_version
-    return _page(served, call, _visible_tools(served, call), "tools", lambda tool: _tool_definition(tool, version))
+    return page(served, call, _visible_tools(served, call), "tools", lambda tool: _tool_definition(tool, version))
 
 
 def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
@@ -316,7 +332,7 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     tool = served.catalog.find_tool(name)
     if tool is None or not served.visible(tool):
         raise invalid_params(f"Unknown tool: {name}", {"name": name})
-    _require_scopes(call, tool, f"tool '{name}'")
+    require_scopes(call, tool, f"tool '{name}'")
     refused = _refused_arguments(tool, arguments)
     if refused is not None:
         return refused
@@ -333,14 +349,23 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     gate = version_at_least(call.protocol_version, "2025-06-18")
     single_use = served.single_use(tool)
     retry = mrtr.prepare(served.request_states, call)
-    context = make_context(served, call, retry, single_use=single_use)
+    form = task_operations.task_form(call, tool)
     consume = mrtr.consumer(served.request_states, served.claim, retry) if single_use else None
     if not isinstance(tool, Tool) and not (served.interceptors and _wraps_tool_calls(served)):
         forwarded: ForwardedTool = tool
         if consume is not None:
             consume()
+        context = make_context(served, call, retry, single_use=single_use)
         return Forwarded(forwarded.start(arguments, context), finish=lambda result: _gated(result, gate))
     run = _chain(served, tool, consume)
+
+    def in_task(control: TaskControl) -> Context:
+        return make_context(served, call, retry, task=control)
+
+    if form is not None:
+        return task_operations.start(served, call, name, form, in_task, lambda ctx: _gated(run(ToolCall(name, arguments, ctx, call)), gate))
+    start_task = task_operations.starter(served, call, tool, in_task, lambda value: _gated(tool.to_result(value), gate)) if isinstance(tool, Tool) else None
+    context = make_context(served, call, retry, single_use=single_use, start_task=start_task)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
 
 
@@ -426,6 +451,8 @@ def _wrap(interceptor: Any, proceed: Callable[[ToolCall], dict[str, Any]]) -> Ca
 def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
     try:
         value = tool.invoke(tool_call.arguments, tool_call.context)
+        if isinstance(value, TaskStarted):
+            return value.result
         if isinstance(value, InputRequired):
             raise mrtr.returned(tool_call.context, value)
         return tool.to_result(value)
@@ -442,140 +469,3 @@ def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
     except Exception as exc:
         log.exception("tool %r raised", tool.name)
         return error_result(f"Error executing tool '{tool.name}': {type(exc).__name__}: {exc}")
-
-
-def _asking_failed(what: str, exc: Exception) -> McpError:
-    """A prompt or resource whose question to the client failed: an error of its own (not the
-    client's code passed off as the request's), and nothing logged (nobody did anything wrong)."""
-    if isinstance(exc, ClientRefused):
-        return McpError(ErrorCode.INTERNAL_ERROR, f"{what}: the client refused {exc.method}: {exc.message}")
-    return McpError(ErrorCode.INTERNAL_ERROR, f"{what}: {exc}")
-
-
-# -- prompts --------------------------------------------------------------------------------------
-
-def list_prompts(served: Served, call: Call) -> dict[str, Any]:
-    return _page(served, call, _permitted(call, served.catalog.list_prompts()), "prompts", lambda prompt: prompt.definition())
-
-
-def get_prompt(served: Served, call: Call) -> dict[str, Any]:
-    name = call.params.get("name")
-    if not isinstance(name, str):
-        raise invalid_params("prompts/get: params.name must be a string")
-    arguments = call.params.get("arguments") or {}
-    if not isinstance(arguments, dict):
-        raise invalid_params("prompts/get: params.arguments must be an object")
-    prompt = served.catalog.find_prompt(name)
-    if prompt is None:
-        raise invalid_params(f"Unknown prompt: {name}", {"name": name})
-    _require_scopes(call, prompt, f"prompt '{name}'")
-    ctx = make_context(served, call)
-    try:
-        return mrtr.answering(call, ctx, lambda: prompt.get(arguments, ctx))
-    except (ClientRefused, AskCancelled) as exc:
-        raise _asking_failed(f"Prompt '{name}'", exc) from None
-    except McpError:
-        raise
-    except Exception as exc:
-        log.exception("prompt %r raised", name)
-        raise McpError(ErrorCode.INTERNAL_ERROR, f"Prompt '{name}' failed: {type(exc).__name__}") from exc
-
-
-# -- resources ------------------------------------------------------------------------------------
-
-def list_resources(served: Served, call: Call) -> dict[str, Any]:
-    return _page(served, call, _permitted(call, served.catalog.list_resources()), "resources", lambda resource: resource.definition())
-
-
-def list_resource_templates(served: Served, call: Call) -> dict[str, Any]:
-    return _page(served, call, _permitted(call, served.catalog.list_templates()), "resourceTemplates", lambda template: template.definition())
-
-
-def read_resource(served: Served, call: Call) -> dict[str, Any]:
-    uri = call.params.get("uri")
-    if not isinstance(uri, str):
-        raise invalid_params("resources/read: params.uri must be a string")
-    found = served.catalog.find_resource(uri)
-    if found is None:
-        raise resource_not_found(uri, modern=call.era is Era.MODERN)
-    entry, variables = found
-    _require_scopes(call, entry, f"resource {uri!r}")
-    ctx = make_context(served, call)
-    try:
-        contents = mrtr.answering(call, ctx, lambda: entry.read(uri, variables, ctx))
-        if isinstance(contents, dict):  # input_required
-            return contents
-    except (ClientRefused, AskCancelled) as exc:
-        raise _asking_failed(f"Reading resource {uri!r}", exc) from None
-    except McpError:
-        raise
-    except (ResourceNotFound, FileNotFoundError):
-        raise resource_not_found(uri, modern=call.era is Era.MODERN) from None
-    except Exception as exc:
-        log.exception("resource %r raised", uri)
-        raise McpError(ErrorCode.INTERNAL_ERROR, f"Reading resource failed: {type(exc).__name__}", {"uri": uri}) from exc
-    return {"contents": contents}
-
-
-# -- completion -----------------------------------------------------------------------------------
-
-def complete(served: Served, call: Call) -> dict[str, Any]:
-    params = call.params
-    ref, argument = params.get("ref"), params.get("argument")
-    if not isinstance(ref, dict) or not isinstance(argument, dict):
-        raise invalid_params("completion/complete: params.ref and params.argument must be objects")
-    arg_name, value = argument.get("name"), argument.get("value", "")
-    if not isinstance(arg_name, str) or not isinstance(value, str):
-        raise invalid_params("completion/complete: argument.name and argument.value must be strings")
-    context = params.get("context") or {}
-    given = (context.get("arguments") or {}) if isinstance(context, dict) else {}
-    if not isinstance(given, dict):
-        raise invalid_params("completion/complete: context.arguments must be an object")
-    catalog = served.catalog
-    entry: Any  # a local prompt or template, or an upstream's: each has complete()
-    # ref.name and ref.uri are checked to be strings before any message quotes them: a hostile
-    # value (a list nested 1,000 deep) must get -32602, as tools/call's params.name does, not a
-    # RecursionError from its str() answered -32603.
-    if ref.get("type") == "ref/prompt":
-        name = ref.get("name")
-        if not isinstance(name, str):
-            raise invalid_params("completion/complete: ref.name must be a string")
-        entry = catalog.find_prompt(name)
-        if entry is None:
-            raise invalid_params(f"Unknown prompt: {name}")
-        _require_scopes(call, entry, f"prompt '{name}'")
-    elif ref.get("type") == "ref/resource":
-        uri = ref.get("uri")
-        if not isinstance(uri, str):
-            raise invalid_params("completion/complete: ref.uri must be a string")
-        entry = catalog.find_template(uri)
-        if entry is None:
-            if catalog.find_resource(uri) is not None:
-                return completion_result(None, value, given)
-            raise invalid_params(f"Unknown resource template: {uri}")
-        _require_scopes(call, entry, f"resource template {uri!r}")
-    else:
-        raise invalid_params("completion/complete: ref.type must be 'ref/prompt' or 'ref/resource'")
-    completion: dict[str, Any] = entry.complete(arg_name, value, given)
-    return completion
-
-
-# -- the implementation of every method of either era --------------------------------------------
-
-OPERATIONS: dict[str, Operation] = {
-    "initialize": initialize,
-    "ping": ping,
-    "logging/setLevel": set_log_level,
-    "server/discover": discover,
-    "tools/list": list_tools,
-    "tools/call": call_tool,
-    "prompts/list": list_prompts,
-    "prompts/get": get_prompt,
-    "resources/list": list_resources,
-    "resources/templates/list": list_resource_templates,
-    "resources/read": read_resource,
-    "completion/complete": complete,
-    "subscriptions/listen": listen,
-    "resources/subscribe": subscribe_resource,
-    "resources/unsubscribe": unsubscribe_resource,
-}

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..catalog.catalog import Catalog
 from ..catalog.service import Tool
+from ..tasks.runner import TaskRunner
 from .interceptors import Interceptor
 from .request_state import RequestStateSealer
 from .seams import ForwardedTool
@@ -43,6 +44,9 @@ class Served:
     claim: Claim = field(default_factory=lambda: LocalClaims().claim)
     """Marks a single-use state used (`Store.claim`): this process's marks unless the engine is
     handed a store the replicas share (`Engine.use_claims`)."""
+
+    tasks: TaskRunner = field(default_factory=TaskRunner)
+    """Runs the calls that become tasks and answers `tasks/*` (see `mcpsync.tasks`)."""
 
     def visible(self, tool: Tool) -> bool:
         """Whether `tool` is served (listed and callable) under the filter."""

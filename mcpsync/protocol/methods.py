@@ -18,15 +18,22 @@ COMMON_METHODS = frozenset(
         "resources/templates/list",
         "resources/read",
         "completion/complete",
+        "tasks/get",
+        "tasks/cancel",
     }
 )
-"""Requests both eras have."""
+"""Requests both eras have (tasks from 2025-11-25 on in the handshake era, and in 2026-07-28 with
+the `io.modelcontextprotocol/tasks` extension)."""
 
-HANDSHAKE_ONLY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
-"""2024-11-05 .. 2025-11-25: the handshake, its keep-alive, and per-connection state."""
+HANDSHAKE_ONLY_METHODS = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "tasks/result", "tasks/list"}
+)
+"""2024-11-05 .. 2025-11-25: the handshake, its keep-alive, per-connection state, and the 2025-11-25
+task methods the extension dropped."""
 
-MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
-"""2026-07-28: discovery instead of a handshake, and change streams instead of pushed notifications."""
+MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen", "tasks/update"})
+"""2026-07-28: discovery instead of a handshake, change streams instead of pushed notifications,
+and the tasks extension's answers to a task's questions."""
 
 HANDSHAKE_METHODS = COMMON_METHODS | HANDSHAKE_ONLY_METHODS
 MODERN_METHODS = COMMON_METHODS | MODERN_ONLY_METHODS

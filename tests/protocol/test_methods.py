@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcpsync.engine.operations import OPERATIONS
+from mcpsync.engine.engine import OPERATIONS
 from mcpsync.protocol.methods import (
     COMMON_METHODS,
     HANDSHAKE_METHODS,

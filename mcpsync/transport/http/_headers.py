@@ -35,7 +35,14 @@ from ...protocol.versions import Envelope
 if TYPE_CHECKING:
     from ...engine.engine import Engine
 
-NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED_METHODS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 """Method → the params key that `Mcp-Name` mirrors."""
 PARAM_PREFIX = "mcp-param-"
 
