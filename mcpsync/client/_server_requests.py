@@ -13,16 +13,13 @@ it carries the answers that let running callbacks finish.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from .._pool import WorkerPool
 from ..errors import CallTimeout, ConnectionLost
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ErrorCode, McpError, Request
-
-if TYPE_CHECKING:
-    from .options import SessionOptions
 
 log = logging.getLogger("mcpsync.client")
 
@@ -35,7 +32,27 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Answers a server request (its params) with a result; raise McpError to answer an error."""
 
 
-def declared(options: SessionOptions) -> tuple[dict[str, Handler], dict[str, Any]]:
+class Callbacks(Protocol):
+    """What `declared` reads of a session's settings (`SessionOptions` has it): named here so
+    this module need not import the options, which name its `Handler`."""
+
+    @property
+    def roots(self) -> Handler | None: ...
+
+    @property
+    def sampling(self) -> Handler | None: ...
+
+    @property
+    def elicitation(self) -> Handler | None: ...
+
+    @property
+    def elicitation_modes(self) -> Sequence[str]: ...
+
+    @property
+    def roots_list_changed(self) -> bool: ...
+
+
+def declared(options: Callbacks) -> tuple[dict[str, Handler], dict[str, Any]]:
     """The callbacks `options` gives, by the method each answers, and the capabilities that
     declare them: `{}` each, but elicitation names its modes unless it is forms only (which `{}`
     means), and roots says `listChanged` when the client will tell. ValueError for an unknown
