@@ -60,7 +60,7 @@ nitpick_ignore_regex = [
 # not document them: their names show unlinked.
 nitpick_ignore_regex += [
     ("py:class", (r"(mcpsync\.[\w.]+\.)?(Request|Notification|Response|Invalid|Session|Envelope|TransportInfo|Outcome"
-                  r"|Engine|Exchange|FdTransport|WsgiApp|StdioWire|StdioServer|CancelSignal|_FunctionResource|Connector|RemoteOptions|ClientRoots|Watchdog)")),
+                  r"|Engine|Exchange|FdTransport|WsgiApp|StdioWire|StdioServer|CancelSignal|_FunctionResource|Connector|RemoteOptions|ClientRoots|Watchdog|TaskStarted|TaskControl|Body)")),
 ]
 # Type variables (F = TypeVar("F", ...) for the decorators) have nothing to link to.
 nitpick_ignore_regex += [("py:class", r"(mcpsync\.[\w.]+\.)?_?[A-Z]")]

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
+from .._creation import Creation as Creation  # re-exported: the session store answers with it
 from ..errors import McpsyncError
 
 __all__ = ["Creation", "SessionRecord", "Store", "StoreUnavailable"]
@@ -35,22 +35,6 @@ RETRY_AFTER = 1
 
 class StoreUnavailable(McpsyncError):
     """The store cannot be reached (or did not answer in time); the operation may be retried."""
-
-
-class Creation(Enum):
-    """What `Store.create_session` did. Only `CREATED` is true, so `if store.create_session(...)`
-    reads as "was it created"."""
-
-    CREATED = "created"
-    FULL = "full"
-    """`cap` live sessions exist and none may give way (see `Store.create_session`): the transport
-    answers 503 with `Retry-After`."""
-    CALLER_FULL = "caller_full"
-    """The caller holds `caller_cap` live sessions, every one used: the transport answers 429 with
-    `Retry-After` (the caller's own sessions are in the way, nobody else's)."""
-
-    def __bool__(self) -> bool:
-        return self is Creation.CREATED
 
 
 @dataclass(frozen=True, slots=True)

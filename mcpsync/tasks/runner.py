@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._creation import Creation
 from .._pool import WorkerPool
-from ..bus.store import Creation
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from .record import CANCELLED, FAILED, INPUT_REQUIRED, LEGACY, RELATED_TASK, WORKING, TaskRecord, tool_error_status

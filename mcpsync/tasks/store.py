@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..bus.store import Creation
+from .._creation import Creation
 from .record import TaskRecord
 
 __all__ = ["MemoryTaskStore", "TaskStore"]

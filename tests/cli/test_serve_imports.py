@@ -29,7 +29,7 @@ ONLY_WHEN_ASKED = (
     "redis",
     "gunicorn",
     "mcpsync.gunicorn",
-    "mcpsync.cli._gunicorn_app",
+    "mcpsync.processes",
     "jwt",
     "cryptography",
     "jsonschema",

@@ -79,4 +79,4 @@ def test_a_target_the_workers_cannot_load_stops_them_all_with_its_reason(tmp_pat
 def test_a_plain_serve_imports_nothing_of_gunicorn(tmp_path: Path) -> None:
     imported = _imported_while_serving(cwd=tmp_path)
     assert "mcpsync.server" in imported, "the child did not report its imports"
-    assert _unwanted(imported, ("gunicorn", "mcpsync.gunicorn", "mcpsync.cli._gunicorn_app")) == []
+    assert _unwanted(imported, ("gunicorn", "mcpsync.gunicorn", "mcpsync.processes")) == []
