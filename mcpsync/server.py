@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ujson
@@ -27,9 +26,10 @@ from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
 from .engine.session import Session
+from .engine.task_operations import status_notification
 from .errors import McpsyncError
 from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from .protocol.versions import Era
+from .tasks.record import TaskRecord
 from .tasks.runner import TaskRunner
 from .transport.http.options import (
     DEFAULT_MAX_SESSIONS_PER_CALLER,
@@ -52,6 +52,8 @@ log = logging.getLogger("mcpsync")
 LIST_CHANGED_CHANNEL = "list_changed"
 """The bus channel of list changes: a JSON list of the kinds that changed."""
 RESOURCE_UPDATED_CHANNEL = "resource_updated"
+TASK_CHANNEL = "task"
+"""A task changed on the replica running it (the payload is its id): the others tell their listens."""
 """The bus channel of resource updates: the URI, UTF-8."""
 
 
@@ -177,6 +179,7 @@ class Server:
         self._store: Store | None = None
         self.catalog.add_listener(self._changed)
         self.catalog.add_update_listener(self._updated)
+        self.engine.tasks.add_listener(self._task_changed)
         if bus is not None:
             self.use_bus(bus, store)
         elif store is not None:
@@ -278,7 +281,7 @@ class Server:
         """The roots of the one client that can be asked outside a request: a stdio connection
         of the handshake era that declared `roots`. With none or several (whose would they be?),
         or no good answer within `timeout`, none."""
-        askable = [t for t in self._live_transports() if isinstance(t, StdioServer) and _declares_roots(t.session)]
+        askable = [t for t in self._live_transports() if isinstance(t, StdioServer) and t.session.declares_roots]
         if len(askable) != 1:
             return []
         try:
@@ -299,7 +302,7 @@ class Server:
     def _client_notified(self, session: Session, method: str) -> None:
         """On a stdio reader: the roots an upstream would be given may have changed (the client
         said so, or a client with roots just arrived); each upstream's supervisor tells it."""
-        arrived = method == "notifications/initialized" and _declares_roots(session)
+        arrived = method == "notifications/initialized" and session.declares_roots
         if method == "notifications/roots/list_changed" or arrived:
             for remote in self.catalog.remotes:
                 remote.client_roots_changed()
@@ -332,6 +335,7 @@ class Server:
                 store = store_for(url)
         bus.subscribe(LIST_CHANGED_CHANNEL, self._remote_changed)
         bus.subscribe(RESOURCE_UPDATED_CHANNEL, self._remote_updated)
+        bus.subscribe(TASK_CHANNEL, self._remote_task)
         bus.on_reconnect(lambda: self._publish(KINDS, RESYNC))
         self._bus = bus
         self._store = store
@@ -362,6 +366,22 @@ class Server:
     def _remote_updated(self, channel: str, payload: bytes) -> None:
         """On the bus's thread: another replica's resource update, for the local subscribers."""
         self._publish_update(payload.decode("utf-8", "surrogatepass"), REMOTE)
+
+    def _task_changed(self, record: TaskRecord) -> None:
+        self._publish_task(record)
+        if self._bus is not None:
+            self._bus.publish(TASK_CHANNEL, record.task_id.encode())
+
+    def _remote_task(self, channel: str, payload: bytes) -> None:
+        """On the bus's thread: a task another replica runs changed; its record is in the store."""
+        record = self.engine.tasks.store.load_task(payload.decode("utf-8", "replace"))
+        if record is not None:
+            self._publish_task(record, REMOTE)
+
+    def _publish_task(self, record: TaskRecord, origin: str = LOCAL) -> None:
+        params = status_notification(record)
+        for transport in self._live_transports():
+            transport.publish_task_status(record.task_id, params, origin)
 
     def _publish(self, kinds: frozenset[str], origin: str = LOCAL) -> None:
         for transport in self._live_transports():
@@ -455,7 +475,7 @@ class Server:
         none yet, is `use_bus(bus)` first (as `Server(bus=...)`), so a WSGI module can name its
         Redis where it makes the app. The app stops with `shutdown()`.
         """
-        chosen = _http_options(options, **settings, **({} if path is None else {"path": path}))
+        chosen = HttpOptions.given(options, **settings, **({} if path is None else {"path": path}))
         if bus is not None:
             self.use_bus(bus)
         app = self._http_app(chosen, chosen.wsgi_streams(), lambda: self._unregister(app))
@@ -477,7 +497,7 @@ class Server:
         503 with Retry-After before its body is sent)."""
         from .transport.http.serving import HttpServing
 
-        chosen = _http_options(options, **settings)
+        chosen = HttpOptions.given(options, **settings)
         streams = chosen.served_streams()
         serving: HttpServing | None = None
         app = self._http_app(chosen, streams, lambda: self._unregister(serving), subscription_cap=streams)
@@ -576,15 +596,3 @@ class Server:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _http_options(options: HttpOptions | None, **settings: Any) -> HttpOptions:
-    """`options` (or the defaults) with the keywords given replacing its fields: how the keyword
-    API builds the one value (an unknown keyword is a TypeError, as before)."""
-    base = HttpOptions() if options is None else options
-    return replace(base, **settings) if settings else base
-
-
-def _declares_roots(session: Session) -> bool:
-    """Whether a connection's client can be asked for its roots outside a request."""
-    return session.era is Era.HANDSHAKE and session.initialized and isinstance(session.client_capabilities.get("roots"), dict)

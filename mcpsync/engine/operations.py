@@ -96,7 +96,11 @@ def listen(served: Served, call: Call) -> Subscribed:
     if uris is not None and (not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris)):
         raise invalid_params("subscriptions/listen: notifications.resourceSubscriptions must be a list of strings")
     _require_readable(served, call, uris or [])
-    return Subscribed(call.request.id, accepted_filter(requested, server_capabilities(served, call)))
+    accepted = accepted_filter(requested, server_capabilities(served, call))
+    task_ids = task_operations.listened_tasks(served, call, requested.get("taskIds"))
+    if task_ids:
+        accepted["taskIds"] = task_ids
+    return Subscribed(call.request.id, accepted)
 
 
 def subscribe_resource(served: Served, call: Call) -> dict[str, Any]:

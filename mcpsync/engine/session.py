@@ -39,6 +39,12 @@ class Session:
         """True once the `initialize` result has been written: untagged notifications may flow."""
         return self._initialized
 
+    @property
+    def declares_roots(self) -> bool:
+        """Whether the client can be asked for its roots outside a request (an initialized
+        handshake-era connection whose client declared `roots`)."""
+        return self.era is Era.HANDSHAKE and self.initialized and isinstance(self.client_capabilities.get("roots"), dict)
+
     def claim_initialize(self) -> bool:
         """Reserve the one `initialize` of this connection; False if one already ran or is running."""
         with self._lock:

@@ -27,7 +27,7 @@ from ..catalog.questions import NeedAnswers
 from ..catalog.tool import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import Era, version_at_least
-from ..tasks.record import LEGACY, MODERN, RELATED_TASK, TASKS_EXTENSION, legacy_task, modern_task
+from ..tasks.record import LEGACY, MODERN, RELATED_TASK, TASKS_EXTENSION, TaskRecord, legacy_task, modern_task
 from ..tasks.runner import TaskControl
 from .interceptors import Call
 from .served import Served
@@ -127,6 +127,37 @@ def starter(
         return TaskStarted(start(served, call, tool.name, form, context_for, lambda ctx: wrap(fn(ctx))))
 
     return start_task
+
+
+MAX_LISTENED_TASKS = 256
+"""How many task ids one `subscriptions/listen` may ask to be told of."""
+
+
+def listened_tasks(served: Served, call: Call, requested: Any) -> list[str]:
+    """The ids of a listen's `notifications.taskIds` it will be told of (`notifications/tasks`):
+    the caller's own live tasks among them; another caller's or an unknown id is left out, as
+    tasks/get would not find it. Asking at all needs the extension (-32021)."""
+    if requested is None:
+        return []
+    if not isinstance(requested, list) or not all(isinstance(task_id, str) for task_id in requested):
+        raise invalid_params("subscriptions/listen: notifications.taskIds must be a list of strings")
+    if not _declares_extension(call):
+        raise _missing_extension("subscriptions/listen with notifications.taskIds")
+    if len(requested) > MAX_LISTENED_TASKS:
+        raise invalid_params(f"subscriptions/listen: at most {MAX_LISTENED_TASKS} taskIds")
+    owner, found = _owner(call), []
+    for task_id in dict.fromkeys(requested):
+        try:
+            served.tasks.load(task_id, owner)
+        except McpError:
+            continue
+        found.append(task_id)
+    return found
+
+
+def status_notification(record: TaskRecord) -> dict[str, Any]:
+    """The params of a 2026-07-28 `notifications/tasks`: the task as tasks/get details it."""
+    return modern_task(record, detailed=True)
 
 
 def _owner(call: Call) -> str | None:

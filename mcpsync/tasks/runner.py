@@ -198,10 +198,27 @@ class TaskRunner:
         self.replica = replica or f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(3)}"
         self._clock = clock
         self._pool = WorkerPool("mcpsync-task", workers=self.limits.max_running, backlog=self.limits.max_waiting)
+        self._listeners: list[Callable[[TaskRecord], None]] = []
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
         self._closing = threading.Event()
         self._keeper: threading.Thread | None = None
+
+    def add_listener(self, listener: Callable[[TaskRecord], None]) -> None:
+        """Call `listener(record)` whenever a task this process handles changes what a client sees
+        (status, message, questions), on the thread that changed it: the server tells the task's
+        listens (`notifications/tasks`). It must be quick and never raise."""
+        self._listeners.append(listener)
+
+    def _tell(self, before: TaskRecord, after: TaskRecord) -> None:
+        seen = (before.status, before.status_message, tuple(before.input_requests))
+        if seen == (after.status, after.status_message, tuple(after.input_requests)):
+            return  # a lease renewed, nothing a client sees
+        for listener in self._listeners:
+            try:
+                listener(after)
+            except Exception:
+                log.exception("a task listener raised")
 
     # -- creating --------------------------------------------------------------------------------
     def create(self, *, form: str, tool: str, owner: str | None, requested_ttl: Any, body: Body) -> TaskRecord:
@@ -274,17 +291,20 @@ class TaskRunner:
         with running.changed:
             record = running.record.changed(self._clock(), status=status, result=result, error=error, input_requests={},
                                             status_message=message if message is not None else running.record.status_message, lease_until=None)
-            running.record = self.store.save_task(record)
+            before, running.record = running.record, self.store.save_task(record)
             running.changed.notify_all()
+        self._tell(before, running.record)
 
     # -- what a running task does ----------------------------------------------------------------
     def _save(self, running: _Running, **changes: Any) -> None:
         """Write a change of a running task (under its condition); a record found terminal (cancelled
         on another replica) cancels the function."""
         with running.changed:
-            stored = self.store.save_task(running.record.changed(self._clock(), **changes))
+            before = running.record
+            stored = self.store.save_task(before.changed(self._clock(), **changes))
             running.record = stored
             running.changed.notify_all()
+        self._tell(before, stored)
         if stored.terminal:
             self._signal_cancel(running)
 
@@ -351,7 +371,8 @@ class TaskRunner:
             lost = record.changed(self._clock(), status=FAILED, lease_until=None, input_requests={},
                                   status_message="the server running this task stopped before it finished",
                                   error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server running this task stopped before it finished"})
-            record = self.store.save_task(lost)
+            before, record = record, self.store.save_task(lost)
+            self._tell(before, record)
         return record
 
     def cancel(self, task_id: Any, owner: str | None) -> TaskRecord:
@@ -362,6 +383,7 @@ class TaskRunner:
             return record
         stored = self.store.save_task(record.changed(self._clock(), status=CANCELLED, input_requests={}, lease_until=None,
                                                       status_message="cancelled by the client"))
+        self._tell(record, stored)
         with self._lock:
             running = self._running.get(record.task_id)
         if running is not None:

@@ -20,7 +20,7 @@ from ...engine.outcome import Subscribed
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ErrorCode, McpError
 from ...protocol.versions import META_SUBSCRIPTION_ID
-from ..lifecycle.subscriptions import Subscription, complete_frame, may_be_told, tagged_frame
+from ..lifecycle.subscriptions import TASK_STATUS, Subscription, complete_frame, may_be_told, tagged_frame
 from ._gate import required_scopes
 from ._state import EndpointState
 from ._stream import Exchange, Final
@@ -110,6 +110,13 @@ class Listens:
             for exchange, subscription in list(self._open.items()):
                 if subscription.wants_uri(uri) and may_be_told(subscription.principal, needed, required):
                     self._send_tagged(exchange, subscription, method, params)
+
+    def tell_task_status(self, task_id: str, params: dict[str, Any]) -> None:
+        """A tagged `notifications/tasks` to each listen that asked for the task."""
+        with self._state.lock:
+            for exchange, subscription in list(self._open.items()):
+                if subscription.wants_task(task_id):
+                    self._send_tagged(exchange, subscription, TASK_STATUS, params)
 
     def _send_tagged(self, exchange: Exchange, subscription: Subscription, method: str, params: dict[str, Any]) -> None:
         """Under the lock: one tagged notification onto a listen's stream, or drop the listen if

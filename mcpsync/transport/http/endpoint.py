@@ -302,6 +302,10 @@ class WsgiTransport:
         self._directory.deliver([jsonrpc.encode(jsonrpc.notification_frame(method, params))], uri, origin)
         self._listens.tell_resource_updated(uri, method, params)
 
+    def publish_task_status(self, task_id: str, params: dict[str, Any], origin: str = LOCAL) -> None:
+        """A task changed: to the listens of this endpoint that asked for it (2026-07-28)."""
+        self._listens.tell_task_status(task_id, params)
+
     # -- stopping --------------------------------------------------------------------------------
     def shutdown(self, timeout: float | None = None) -> bool:
         """Graceful shutdown from any thread: open listens get their `complete` result, GET

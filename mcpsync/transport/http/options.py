@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...httpd.options import DEFAULT_MAX_BUFFERED_BYTES as DEFAULT_MAX_BUFFERED_BYTES
 from ...httpd.options import DEFAULT_MAX_CONNECTIONS as DEFAULT_MAX_CONNECTIONS
@@ -68,6 +68,14 @@ class HttpOptions:
     threads: int = DEFAULT_THREADS
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_buffered_bytes: int | None = None
+
+    @classmethod
+    def given(cls, options: HttpOptions | None, **settings: Any) -> HttpOptions:
+        """`options` (or the defaults) with the keywords given replacing its fields: how a keyword
+        API (`Server.wsgi_app`, `start_http`, ...) builds the one value; an unknown keyword is a
+        TypeError."""
+        base = cls() if options is None else options
+        return replace(base, **settings) if settings else base
 
     def served_streams(self) -> int:
         """Open streams under mcpsync's own server, where a stream holds a connection and no

@@ -100,6 +100,9 @@ class HttpServing:
     def publish_resource_updated(self, uri: str, origin: str = "local") -> None:
         self.app.publish_resource_updated(uri, origin)
 
+    def publish_task_status(self, task_id: str, params: dict[str, Any], origin: str = "local") -> None:
+        self.app.publish_task_status(task_id, params, origin)
+
     def request_shutdown(self) -> None:
         """Ask `serve()` to stop; safe from a signal handler and any thread."""
         self._stop_requested.set()

@@ -49,6 +49,8 @@ def complete_frame(subscription_id: Any, server_info: dict[str, Any]) -> bytes:
 
 
 UPDATED = "notifications/resources/updated"
+TASK_STATUS = "notifications/tasks"
+"""The 2026-07-28 tasks extension's status notification, told to the listens that asked for the task."""
 
 
 def updated_uri(frame: bytes) -> str | None:
@@ -96,6 +98,11 @@ class Subscription:
     def wants_uri(self, uri: str) -> bool:
         return any(uri_covers(subscribed, uri) for subscribed in self.accepted.get("resourceSubscriptions", ()))
 
+    def wants_task(self, task_id: str) -> bool:
+        """Whether the listen asked for this task's status (2026-07-28 tasks extension; only the
+        caller's own tasks were accepted, so no principal is checked again)."""
+        return task_id in self.accepted.get("taskIds", ())
+
 
 class SubscriptionRegistry:
     def __init__(self, cap: int = DEFAULT_SUBSCRIPTION_CAP) -> None:
@@ -124,6 +131,9 @@ class SubscriptionRegistry:
 
     def for_uri(self, uri: str) -> Iterator[Subscription]:
         return (s for s in self._active.values() if s.wants_uri(uri))
+
+    def for_task(self, task_id: str) -> Iterator[Subscription]:
+        return (s for s in self._active.values() if s.wants_task(task_id))
 
     def drain(self) -> list[Subscription]:
         """Remove and return every subscription (shutdown)."""

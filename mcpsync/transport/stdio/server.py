@@ -39,6 +39,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import ujson
+
 from ...engine.engine import Engine
 from ...engine.interceptors import TransportInfo
 from ...engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
@@ -48,7 +50,15 @@ from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES, TOO_LARGE, Frame, Frame
 from ...protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ...protocol.versions import META_SUBSCRIPTION_ID, Era
 from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
-from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, Subscription, SubscriptionRegistry, complete_frame, tagged_frame, uri_covers
+from ..lifecycle.subscriptions import (
+    DEFAULT_SUBSCRIPTION_CAP,
+    TASK_STATUS,
+    Subscription,
+    SubscriptionRegistry,
+    complete_frame,
+    tagged_frame,
+    uri_covers,
+)
 from ._exchange import Asks, Exchange
 from ._output import DEFAULT_WRITE_TIMEOUT as DEFAULT_WRITE_TIMEOUT  # re-exported: the default of Server and serve
 from ._output import Output, drain_pipe
@@ -428,6 +438,14 @@ class StdioServer:
                 self._output.write_locked(plain)
             for subscription in self._subscriptions.for_uri(uri):
                 self._output.write_locked(tagged_frame(method, subscription.id, params))
+
+    def publish_task_status(self, task_id: str, params: dict[str, Any], origin: str = "local") -> None:
+        """Tell this connection's listens that asked for the task (`notifications/tasks`)."""
+        if not self._output.wait_for_room(len(ujson.dumps(params)) * max(1, len(self._subscriptions))):
+            return  # shutting down with the client not reading: a notification is dropped
+        with self._output.lock:
+            for subscription in self._subscriptions.for_task(task_id):
+                self._output.write_locked(tagged_frame(TASK_STATUS, subscription.id, params))
 
     # -- stopping --------------------------------------------------------------------------------
     def _refuse_held_back(self) -> None:
