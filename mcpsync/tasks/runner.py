@@ -197,10 +197,13 @@ class TaskRunner:
         self.limits = limits or TaskLimits()
         self.replica = replica or f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(3)}"
         self._clock = clock
-        self._pool = WorkerPool("mcpsync-task", workers=self.limits.max_running, backlog=self.limits.max_waiting)
+        # create() admits at most max_running + max_waiting; the slack covers a worker that has
+        # ended its task but not yet come back for the next, so the pool refuses only once closed.
+        self._pool = WorkerPool("mcpsync-task", workers=self.limits.max_running, backlog=self.limits.max_waiting + self.limits.max_running)
         self._listeners: list[Callable[[TaskRecord], None]] = []
         self._lock = threading.Lock()
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, _Running] = {}  # running or waiting for a worker
+        self._starting = 0  # places in the pool held by creations under way
         self._closing = threading.Event()
         self._keeper: threading.Thread | None = None
 
@@ -227,6 +230,28 @@ class TaskRunner:
         caller answers: the caller's or the store's count of kept tasks, or a full pool."""
         if self._closing.is_set():
             raise McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down: no new task is started")
+        with self._lock:  # a place in the pool first: a task refused for want of one leaves no record
+            if len(self._running) + self._starting >= self.limits.max_running + self.limits.max_waiting:
+                raise McpError(ErrorCode.INTERNAL_ERROR, "too many tasks waiting to run; try again later")
+            self._starting += 1
+        try:
+            record = self._created(form=form, tool=tool, owner=owner, requested_ttl=requested_ttl)
+            running = _Running(record)
+            with self._lock:
+                self._running[record.task_id] = running
+                self._start_keeper_locked()
+        finally:
+            with self._lock:
+                self._starting -= 1
+        if not self._pool.submit(lambda: self._run(running, body)):  # closed meanwhile
+            with self._lock:
+                self._running.pop(record.task_id, None)
+            self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server shut down before the task started"})
+            raise McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down: no new task is started")
+        return record
+
+    def _created(self, *, form: str, tool: str, owner: str | None, requested_ttl: Any) -> TaskRecord:
+        """A new task's record, kept in the store; the store's refusals as the caller answers them."""
         now = self._clock()
         record = TaskRecord(
             task_id=secrets.token_urlsafe(18),
@@ -248,15 +273,6 @@ class TaskRunner:
             )
         if not created:
             raise McpError(ErrorCode.INTERNAL_ERROR, "too many tasks: the server holds as many as it keeps; try again later")
-        running = _Running(record)
-        with self._lock:
-            self._running[record.task_id] = running
-            self._start_keeper_locked()
-        if not self._pool.submit(lambda: self._run(running, body)):
-            with self._lock:
-                self._running.pop(record.task_id, None)
-            self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server is too busy to run this task"})
-            raise McpError(ErrorCode.INTERNAL_ERROR, "too many tasks waiting to run; try again later")
         return record
 
     def _run(self, running: _Running, body: Body) -> None:
