@@ -71,7 +71,7 @@ class TaskLimits:
     default_ttl_ms: int = 3_600_000
     """How long a finished task's result is kept when the client asks for no TTL (1 hour)."""
     max_ttl_ms: int = 86_400_000
-    """The longest TTL granted (1 day): a client asking for more, or for none, gets this."""
+    """The longest TTL granted (1 day): a client asking for more gets this."""
     poll_interval_ms: int = 500
     """The polling pace suggested to clients."""
     lease: float = 30.0
@@ -81,6 +81,8 @@ class TaskLimits:
         for name in ("max_running", "max_kept", "max_kept_per_owner", "default_ttl_ms", "max_ttl_ms", "poll_interval_ms"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TaskLimits.{name} must be at least 1")
+        if self.default_ttl_ms > self.max_ttl_ms:
+            raise ValueError("TaskLimits.default_ttl_ms must not exceed max_ttl_ms")
         if self.max_waiting < 0:
             raise ValueError("TaskLimits.max_waiting must be at least 0")
         if not self.lease > 0:
