@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .auth.client.credentials import HttpCredentials
     from .auth.resource.guard import Auth
     from .bus import Bus
+    from .bus.redis_task_store import RedisTaskStore
     from .bus.store import Store
     from .gateway.remote import RemoteSource
     from .transport.http.endpoint import WsgiTransport
@@ -108,8 +109,8 @@ class Server:
             refused -32602, reason `replayed`), on every replica when they share a `store`; one
             tool at a time: `@service.tool(single_use_state=True)`.
         tasks: the runner of the calls that become tasks (`@service.tool(task="optional")`), with
-            its limits and store (`TaskRunner(store, limits=TaskLimits(...))`); default: one
-            keeping its records in this process. `close()` fails what is still running then.
+            its limits and store (`TaskRunner(store, limits=TaskLimits(...))`); default: one keeping
+            its records here, or in Redis with a Redis `bus`. `close()` fails what still runs then.
     """
 
     def __init__(
@@ -177,6 +178,7 @@ class Server:
         self._transports: list[Any] = []  # StdioServer, WsgiTransport, HttpServing
         self._bus: Bus | None = None
         self._store: Store | None = None
+        self._task_store: RedisTaskStore | None = None  # the runner's, made from the bus URL
         self.catalog.add_listener(self._changed)
         self.catalog.add_update_listener(self._updated)
         self.engine.tasks.add_listener(self._task_changed)
@@ -316,8 +318,8 @@ class Server:
     def use_bus(self, bus: Bus | str, store: Store | None = None) -> None:
         """Share list changes and resource updates with the other replicas through `bus` (a URL
         or a `Bus`; see the `bus` argument), and sessions through `store` (a Redis URL brings
-        one). This server owns both from now on: `close()` closes them. HTTP endpoints made
-        before this call keep their sessions to themselves.
+        one, and a task store for a runner made without one, before its first task). This server
+        owns them from now on: `close()` closes them. HTTP endpoints made before keep theirs.
 
         A change made here is delivered to the local listeners at once and published; one
         published by another replica is delivered to the local listeners only (never published
@@ -327,12 +329,14 @@ class Server:
         if self._bus is not None:
             raise McpsyncError("this server already has a bus")
         if isinstance(bus, str):
-            from .bus import bus_for, store_for
+            from .bus import bus_for, store_for, task_store_for
 
             url = bus
             bus = bus_for(url)
             if store is None:
-                store = store_for(url)
+                store, self._task_store = store_for(url), task_store_for(url)
+        if self._task_store is not None:
+            self.engine.tasks.share_store(self._task_store)  # unless it has a store of its own or a task
         bus.subscribe(LIST_CHANGED_CHANNEL, self._remote_changed)
         bus.subscribe(RESOURCE_UPDATED_CHANNEL, self._remote_updated)
         bus.subscribe(TASK_CHANNEL, self._remote_task)
@@ -587,8 +591,9 @@ class Server:
         self.catalog.close_remotes()
         if self._bus is not None:
             self._bus.close()
-        if self._store is not None:
-            self._store.close()
+        for store in (self._store, self._task_store):
+            if store is not None:
+                store.close()
         return stopped
 
     def __enter__(self) -> Server:

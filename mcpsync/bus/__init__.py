@@ -22,7 +22,7 @@ Why these rules:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .memory import MemoryBus as MemoryBus
 from .memory_store import MemoryStore as MemoryStore
@@ -32,6 +32,9 @@ from .store import Creation as Creation
 from .store import SessionRecord as SessionRecord
 from .store import Store as Store
 from .store import StoreUnavailable as StoreUnavailable
+
+if TYPE_CHECKING:
+    from .redis_task_store import RedisTaskStore
 
 __all__ = [
     "Bus",
@@ -46,6 +49,7 @@ __all__ = [
     "StoreUnavailable",
     "bus_for",
     "store_for",
+    "task_store_for",
 ]
 
 Handler = Callable[[str, bytes], None]
@@ -122,5 +126,22 @@ def store_for(url: str) -> Store | None:
     scheme = url.partition("://")[0].lower()
     if scheme in ("redis", "rediss"):
         return RedisStore(url)
+    bus_for(url).close()  # the same checks, the same errors
+    return None
+
+
+def task_store_for(url: str) -> RedisTaskStore | None:
+    """The task store that goes with the bus a URL names: a `RedisTaskStore` on the same Redis for
+    `redis://` and `rediss://` (imported here, when first made); None for `memory://` (one process
+    keeps its own tasks).
+
+    Raises:
+        ValueError, ImportError: as `bus_for`.
+    """
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("redis", "rediss"):
+        from .redis_task_store import RedisTaskStore
+
+        return RedisTaskStore(url)
     bus_for(url).close()  # the same checks, the same errors
     return None

@@ -196,6 +196,7 @@ class TaskRunner:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store: TaskStore = store if store is not None else MemoryTaskStore()
+        self._store_given = store is not None
         self.limits = limits or TaskLimits()
         self.replica = replica or f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(3)}"
         self._clock = clock
@@ -504,6 +505,14 @@ class TaskRunner:
                         self._save(task, lease_until=self._clock() + self.limits.lease)
                 except McpsyncError as exc:  # the store is away: the lease runs on; next round
                     log.warning("renewing task %s's lease failed: %s", task.record.task_id, exc)
+
+    def share_store(self, store: TaskStore) -> None:
+        """Keep the records in `store`, the one the server's replicas share (`Server.use_bus`
+        brings it), rather than in this process: only for a runner made without a store and before
+        its first task, whose record `store` would not have; otherwise nothing changes."""
+        with self._lock:
+            if not self._store_given and self._keeper is None:
+                self.store, self._store_given = store, True
 
     def close(self, timeout: float = 5.0) -> None:
         """Cancel every running task, give them `timeout` seconds to return (their results are
