@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +104,8 @@ class _Running:
         self.changed = threading.Condition()
         self.on_cancel: list[Callable[[], None]] = []
         self.questions: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}  # 2026-07-28, by key
-        self.outbox: deque[tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]]] = deque()  # 2025-11-25
+        self.outbox: deque[tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]]] = deque()  # 2025-11-25, unsent
+        self.asking: set[concurrent.futures.Future[dict[str, Any]]] = set()  # 2025-11-25, sent or not, unanswered
         self.carriers: list[Carrier] = []
         self.notifiers: list[Callable[[str, dict[str, Any]], None]] = []
 
@@ -336,47 +337,81 @@ class TaskRunner:
             running.questions[key] = future
             asked = {**running.record.input_requests, key: request}
             self._save(running, status=INPUT_REQUIRED, input_requests=asked)
+        future.add_done_callback(functools.partial(self._withdrawn, running))
 
     def _enqueue(self, running: _Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
         with running.changed:
             running.outbox.append((method, params, future))
+            running.asking.add(future)
             self._save(running, status=INPUT_REQUIRED)
-            carriers = list(running.carriers)
-        if carriers:
-            self._flush(running, carriers[0])
+        future.add_done_callback(functools.partial(self._withdrawn, running))
+        self._flush(running)
 
-    def _flush(self, running: _Running, carrier: Carrier) -> None:
-        """Send the task's queued 2025-11-25 requests on `carrier`; an answer goes to the function,
-        a carrier that goes away puts its unanswered requests back for the next one."""
-        while True:
-            with running.changed:
-                if not running.outbox:
-                    return
-                method, params, future = running.outbox.popleft()
-            try:
-                sent = carrier(method, params)
-            except McpsyncError:
-                with running.changed:
-                    running.outbox.appendleft((method, params, future))
-                return
-            sent.add_done_callback(functools.partial(self._answered, running, method, params, future))
-
-    def _answered(self, running: _Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]],
-                  done: concurrent.futures.Future[dict[str, Any]]) -> None:
-        if done.cancelled() or (done.exception() is not None and not isinstance(done.exception(), McpError)):
-            with running.changed:  # the carrier ended before the client answered: the next one asks again
-                if not running.cancel.is_set() and not future.done():
-                    running.outbox.appendleft((method, params, future))
+    def _withdrawn(self, running: _Running, future: concurrent.futures.Future[dict[str, Any]]) -> None:
+        """A question's future is done; one the function gave up on (its timeout) leaves
+        `inputRequests` and the outbox, so the client is not asked what nobody waits for."""
+        if not future.cancelled():
             return
-        error = done.exception()
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(done.result())
         with running.changed:
-            waiting = bool(running.outbox) or any(not f.done() for f in running.questions.values())
-        if not waiting and not running.record.terminal:
-            self._save(running, status=WORKING)
+            running.asking.discard(future)
+            if running.cancel.is_set() or running.record.terminal:
+                return  # the task is over: its record says so already
+            keys = [key for key, asked in running.questions.items() if asked is future]
+            for key in keys:
+                del running.questions[key]
+            running.outbox = deque(entry for entry in running.outbox if entry[2] is not future)
+            self._asked(running, keys)
+
+    def _asked(self, running: _Running, settled: Iterable[str] = ()) -> None:
+        """Write what is still asked (under the task's condition): the questions `settled` leave
+        `inputRequests`, and a task waiting for no answer works again."""
+        left = {key: request for key, request in running.record.input_requests.items() if key not in settled}
+        running.asking = {future for future in running.asking if not future.done()}
+        status = INPUT_REQUIRED if left or running.asking else WORKING
+        if (left, status) != (running.record.input_requests, running.record.status) and not running.record.terminal:
+            self._save(running, input_requests=left, status=status)
+
+    def _flush(self, running: _Running, skip: Carrier | None = None) -> None:
+        """Send the task's queued 2025-11-25 requests on a waiting `tasks/result` (`skip`: not this
+        one); an answer goes to the function, a carrier that goes away puts its unanswered
+        requests back for another."""
+        with running.changed:
+            carriers = [carrier for carrier in running.carriers if carrier is not skip]
+        for carrier in carriers:
+            while True:
+                with running.changed:
+                    if not running.outbox:
+                        return
+                    method, params, future = running.outbox.popleft()
+                try:
+                    sent = carrier(method, params)
+                except McpsyncError:  # this one has ended: the next
+                    with running.changed:
+                        running.outbox.appendleft((method, params, future))
+                    break
+                sent.add_done_callback(functools.partial(self._answered, running, carrier, (method, params, future)))
+                future.add_done_callback(functools.partial(_cancel_with, sent))
+
+    def _answered(self, running: _Running, carrier: Carrier, asked: tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]],
+                  done: concurrent.futures.Future[dict[str, Any]]) -> None:
+        future = asked[2]
+        if done.cancelled() or (done.exception() is not None and not isinstance(done.exception(), McpError)):
+            with running.changed:  # the carrier ended before the client answered: another asks again
+                if running.cancel.is_set() or future.done():
+                    return
+                running.outbox.appendleft(asked)
+            self._flush(running, skip=carrier)
+            return
+        try:
+            error = done.exception()
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+        except concurrent.futures.InvalidStateError:
+            return  # the function gave up on it meanwhile (see _withdrawn)
+        with running.changed:
+            self._asked(running)
 
     # -- requests about a task -------------------------------------------------------------------
     def load(self, task_id: Any, owner: str | None) -> TaskRecord:
@@ -421,13 +456,14 @@ class TaskRunner:
         if running is None or record.terminal:
             return
         with running.changed:
-            answered = {key: value for key, value in responses.items() if key in running.questions and not running.questions[key].done()}
-            if not answered:
-                return
-            for key, value in answered.items():
-                running.questions.pop(key).set_result(value)
-            left = {key: request for key, request in running.record.input_requests.items() if key not in answered}
-            self._save(running, input_requests=left, status=INPUT_REQUIRED if left else WORKING)
+            answered = [key for key in responses if key in running.questions]
+            for key in answered:
+                try:
+                    running.questions.pop(key).set_result(responses[key])
+                except concurrent.futures.InvalidStateError:
+                    pass  # the function gave up on it meanwhile: it leaves inputRequests all the same
+            if answered:
+                self._asked(running, answered)
 
     def wait(self, task_id: Any, owner: str | None, *, cancelled: Callable[[], bool], carrier: Carrier | None = None,
              notify: Callable[[str, dict[str, Any]], None] | None = None, slice_seconds: float = 1.0) -> TaskRecord:
@@ -448,7 +484,7 @@ class TaskRunner:
                 running.notifiers.append(notify)
         try:
             if carrier is not None:
-                self._flush(running, carrier)
+                self._flush(running)
             with running.changed:
                 while not running.record.terminal and not cancelled():
                     running.changed.wait(slice_seconds)
@@ -534,6 +570,12 @@ class TaskRunner:
         keeper = self._keeper
         if keeper is not None:
             keeper.join(max(0.1, deadline - time.monotonic()))
+
+
+def _cancel_with(sent: concurrent.futures.Future[dict[str, Any]], given: concurrent.futures.Future[dict[str, Any]]) -> None:
+    """A question the function gave up on is withdrawn from the client too (the transport tells it)."""
+    if given.cancelled():
+        sent.cancel()
 
 
 def _first_text(result: dict[str, Any]) -> str | None:
