@@ -15,6 +15,10 @@ prompt ``test_input_required_result_prompt``) are written once with ``ctx.elicit
 the same code answers ``input_required`` and finishes on the client's retry. The ``requestState`` is
 sealed under a fixed secret (below), because the supergateway leg starts a fresh stdio child for every
 2026-07-28 request, so the retry is opened by another process than the one that sealed it.
+
+The task tools (``greet`` to ``test_tool_with_task``, last) serve the ``tasks-*`` scenarios of the
+io.modelcontextprotocol/tasks extension (``scripts/conformance URL --tasks``), over mcpsync's own HTTP
+transport only: a task lives in the process that made it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import wave
 import zlib
 from typing import Annotated, Any
 
-from mcpsync import Audio, Context, Image, Question, Server, Service, Tool, ToolError
+from mcpsync import Audio, Context, ErrorCode, Image, McpError, Question, Server, Service, Tool, ToolError
 
 service = Service("conformance", instructions="The MCP conformance suite's fixture; every entry is a test probe.")
 
@@ -468,6 +472,72 @@ def test_input_required_result_prompt(ctx: Context) -> str:
     schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
     answer = ctx.elicit("What context should the prompt use?", schema, key="user_context")
     return f"Use this context: {(answer.get('content') or {}).get('context')}"
+
+
+# -- tasks (the io.modelcontextprotocol/tasks extension, 2026-07-28: the pending suite's tasks-*) ---
+# Plain blocking functions: `task=` says whether a call may (optional) or must (required) become a
+# task; the server makes one for a client declaring the extension, and its questions then wait in
+# the task's inputRequests for tasks/update instead of answering input_required.
+
+CONFIRM_FORM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+
+
+@service.tool
+def greet(name: str) -> str:
+    """Never a task, even when a legacy params.task asks for one (tasks-lifecycle,
+    tasks-request-headers: the text must be exactly "Hello, <name>!")."""
+    return f"Hello, {name}!"
+
+
+@service.tool(task="optional")
+def slow_compute(ctx: Context, seconds: int = 3, label: str = "default") -> str:
+    """Works `seconds` seconds; a task for a client declaring the extension, an ordinary call for
+    one that does not. A cancel ends the wait at once (the task is cancelled before it returns)."""
+    if ctx.wait_cancelled(seconds):
+        return f"{label}: cancelled"
+    return f"{label}: done after {seconds}s"
+
+
+@service.tool(task="required")
+def failing_job(ctx: Context) -> str:
+    """A tool error inside a task: the task completes with isError (it did not fail); a client
+    without the extension is refused -32021 naming it (tasks-required-task-error)."""
+    ctx.wait_cancelled(0.2)
+    raise ToolError("the job failed: its input could not be processed")
+
+
+@service.tool(task="required")
+def protocol_error_job(ctx: Context) -> str:
+    """A protocol error inside a task: the task fails, with the JSON-RPC error as its `error`."""
+    ctx.wait_cancelled(0.2)
+    raise McpError(ErrorCode.INTERNAL_ERROR, "the job hit an internal error")
+
+
+@service.tool(task="required")
+def confirm_delete(filename: str, ctx: Context) -> str:
+    """Asks for a confirmation from inside the task: input_required until tasks/update answers."""
+    answer = ctx.elicit(f"Delete '{filename}'?", CONFIRM_FORM)
+    confirmed = answer["action"] == "accept" and (answer.get("content") or {}).get("confirm") is True
+    return f"Deleted {filename}" if confirmed else f"Kept {filename}"
+
+
+@service.tool(task="required")
+def multi_input(ctx: Context) -> str:
+    """Two questions at once; answering one leaves the other outstanding (tasks-mrtr-input)."""
+    name, confirm = ctx.ask(
+        Question.elicitation("What is your name?", NAME_FORM, key="name"),
+        Question.elicitation("Shall I go on?", CONFIRM_FORM, key="confirm"),
+    )
+    return f"name={(name.get('content') or {}).get('name')}, confirm={(confirm.get('content') or {}).get('confirm')}"
+
+
+@service.tool
+def test_tool_with_task(ctx: Context) -> Any:
+    """Asks first, in the call itself (input_required, key user_name), then starts the work as a
+    task with the answer (tasks-mrtr-composition)."""
+    answer = ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    name = (answer.get("content") or {}).get("name", "stranger")
+    return ctx.run_task(lambda task_ctx: f"Hello, {name}! (computed in task)")
 
 
 # A fixed secret, for the test fixture only: every process serving it must open the others' states.
