@@ -78,13 +78,13 @@ def task_form(call: Call, tool: Tool | Any) -> str | None:
         if support == "required":
             raise _missing_extension(f"tool '{tool.name}' runs only as a task: it")
         return None
-    asked = call.params.get("task")
-    if asked is not None and not isinstance(asked, dict):
-        raise invalid_params("tools/call: params.task must be an object")
-    if not version_at_least(call.protocol_version, FIRST_TASK_VERSION):
+    if not version_at_least(call.protocol_version, FIRST_TASK_VERSION):  # params.task is no parameter yet: ignored
         if support == "required":
             raise McpError(ErrorCode.METHOD_NOT_FOUND, f"tool '{tool.name}' runs only as a task, which needs protocol version {FIRST_TASK_VERSION}")
         return None
+    asked = call.params.get("task")
+    if asked is not None and not isinstance(asked, dict):
+        raise invalid_params("tools/call: params.task must be an object")
     if asked is None:
         if support == "required":
             raise McpError(ErrorCode.METHOD_NOT_FOUND, f"tool '{tool.name}' must be called as a task: send params.task")
