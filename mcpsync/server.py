@@ -15,34 +15,30 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import ujson
-
+from ._fanout import Fanout
 from ._process import StdioWire as StdioWire  # re-exported: serve_stdio takes one, isolate_stdio makes it
 from ._process import graceful_signals
 from ._process import isolate_stdio as isolate_stdio
 from ._version import __version__
-from .catalog.catalog import KINDS, Catalog
+from .catalog.catalog import Catalog
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
 from .engine.session import Session
-from .engine.task_operations import status_notification
 from .errors import McpsyncError
 from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from .tasks.record import TaskRecord
 from .tasks.runner import TaskRunner
 from .transport.http.options import (
     DEFAULT_MAX_SESSIONS_PER_CALLER,
     HttpOptions,
 )
-from .transport.lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL, REMOTE, RESYNC
+from .transport.lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT, StdioServer
 
 if TYPE_CHECKING:
     from .auth.client.credentials import HttpCredentials
     from .auth.resource.guard import Auth
     from .bus import Bus
-    from .bus.redis_task_store import RedisTaskStore
     from .bus.store import Store
     from .gateway.remote import RemoteSource
     from .transport.http.endpoint import WsgiTransport
@@ -50,12 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpsync")
 
-LIST_CHANGED_CHANNEL = "list_changed"
-"""The bus channel of list changes: a JSON list of the kinds that changed."""
-RESOURCE_UPDATED_CHANNEL = "resource_updated"
-TASK_CHANNEL = "task"
-"""A task changed on the replica running it (the payload is its id): the others tell their listens."""
-"""The bus channel of resource updates: the URI, UTF-8."""
 
 
 class Server:
@@ -176,12 +166,7 @@ class Server:
         """The `Auth` of the HTTP endpoints made from now on (each may give its own)."""
         self._lock = threading.Lock()
         self._transports: list[Any] = []  # StdioServer, WsgiTransport, HttpServing
-        self._bus: Bus | None = None
-        self._store: Store | None = None
-        self._task_store: RedisTaskStore | None = None  # the runner's, made from the bus URL
-        self.catalog.add_listener(self._changed)
-        self.catalog.add_update_listener(self._updated)
-        self.engine.tasks.add_listener(self._task_changed)
+        self._fanout = Fanout(self.catalog, self.engine.tasks, self._live_transports)
         if bus is not None:
             self.use_bus(bus, store)
         elif store is not None:
@@ -326,74 +311,19 @@ class Server:
         again, and never back to its publisher: each reaches each listener once). After the bus
         comes back from an outage, every local listener is told that every list changed: it may
         have missed a change, and a re-list costs less than a stale list."""
-        if self._bus is not None:
+        if self._fanout.bus is not None:
             raise McpsyncError("this server already has a bus")
+        task_store = None
         if isinstance(bus, str):
             from .bus import bus_for, store_for, task_store_for
 
             url = bus
             bus = bus_for(url)
             if store is None:
-                store, self._task_store = store_for(url), task_store_for(url)
-        if self._task_store is not None:
-            self.engine.tasks.share_store(self._task_store)  # unless it has a store of its own or a task
-        bus.subscribe(LIST_CHANGED_CHANNEL, self._remote_changed)
-        bus.subscribe(RESOURCE_UPDATED_CHANNEL, self._remote_updated)
-        bus.subscribe(TASK_CHANNEL, self._remote_task)
-        bus.on_reconnect(lambda: self._publish(KINDS, RESYNC))
-        self._bus = bus
-        self._store = store
+                store, task_store = store_for(url), task_store_for(url)
+        self._fanout.use_bus(bus, store, task_store)
         if store is not None:
             self.engine.use_claims(store.claim)  # a state used on any replica is used on all
-
-    def _changed(self, kinds: frozenset[str]) -> None:
-        self._publish(kinds)
-        if self._bus is not None:
-            self._bus.publish(LIST_CHANGED_CHANNEL, ujson.dumps(sorted(kinds)).encode())
-
-    def _updated(self, uri: str) -> None:
-        self._publish_update(uri)
-        if self._bus is not None:
-            self._bus.publish(RESOURCE_UPDATED_CHANNEL, uri.encode("utf-8", "surrogatepass"))
-
-    def _remote_changed(self, channel: str, payload: bytes) -> None:
-        """On the bus's thread: another replica's list change, for the local listeners."""
-        try:
-            kinds = frozenset(kind for kind in ujson.loads(payload) if kind in KINDS)
-        except (ValueError, TypeError):
-            log.warning("ignored a malformed list change from the bus")
-            return
-        if kinds:
-            self.catalog.refresh(kinds, announce=False)  # entries computed from shared state: read them again
-            self._publish(kinds, REMOTE)
-
-    def _remote_updated(self, channel: str, payload: bytes) -> None:
-        """On the bus's thread: another replica's resource update, for the local subscribers."""
-        self._publish_update(payload.decode("utf-8", "surrogatepass"), REMOTE)
-
-    def _task_changed(self, record: TaskRecord) -> None:
-        self._publish_task(record)
-        if self._bus is not None:
-            self._bus.publish(TASK_CHANNEL, record.task_id.encode())
-
-    def _remote_task(self, channel: str, payload: bytes) -> None:
-        """On the bus's thread: a task another replica runs changed; its record is in the store."""
-        record = self.engine.tasks.store.load_task(payload.decode("utf-8", "replace"))
-        if record is not None:
-            self._publish_task(record, REMOTE)
-
-    def _publish_task(self, record: TaskRecord, origin: str = LOCAL) -> None:
-        params = status_notification(record)
-        for transport in self._live_transports():
-            transport.publish_task_status(record.task_id, params, origin)
-
-    def _publish(self, kinds: frozenset[str], origin: str = LOCAL) -> None:
-        for transport in self._live_transports():
-            transport.publish_list_changed(kinds, origin)
-
-    def _publish_update(self, uri: str, origin: str = LOCAL) -> None:
-        for transport in self._live_transports():
-            transport.publish_resource_updated(uri, origin)
 
     def _live_transports(self) -> tuple[Any, ...]:
         with self._lock:
@@ -564,8 +494,8 @@ class Server:
             workers=self.workers if options.workers is None else options.workers,
             shutdown_timeout=self.shutdown_timeout if options.shutdown_timeout is None else options.shutdown_timeout,
             on_stopped=on_stopped,
-            store=self._store,
-            bus=self._bus,
+            store=self._fanout.store,
+            bus=self._fanout.bus,
         )
 
     def wait(self, timeout: float) -> bool:
@@ -589,11 +519,7 @@ class Server:
         stopped = self.shutdown(timeout)
         self.engine.tasks.close(self.shutdown_timeout if timeout is None else timeout)
         self.catalog.close_remotes()
-        if self._bus is not None:
-            self._bus.close()
-        for store in (self._store, self._task_store):
-            if store is not None:
-                store.close()
+        self._fanout.close()
         return stopped
 
     def __enter__(self) -> Server:

@@ -205,6 +205,7 @@ class TaskRunner:
         # ended its task but not yet come back for the next, so the pool refuses only once closed.
         self._pool = WorkerPool("mcpsync-task", workers=self.limits.max_running, backlog=self.limits.max_waiting + self.limits.max_running)
         self._listeners: list[Callable[[TaskRecord], None]] = []
+        self._relay: Callable[[dict[str, Any]], None] | None = None
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}  # running or waiting for a worker
         self._starting = 0  # places in the pool held by creations under way
@@ -445,6 +446,8 @@ class TaskRunner:
                 running.record = stored
                 running.changed.notify_all()
             self._signal_cancel(running)
+        elif self._relay is not None and stored.status == CANCELLED:
+            self._relay({"taskId": record.task_id, "cancel": True})  # its keeper would see it within a third of the lease
         return stored
 
     def answer(self, task_id: Any, owner: str | None, responses: dict[str, Any]) -> None:
@@ -453,8 +456,48 @@ class TaskRunner:
         record = self.load(task_id, owner)
         with self._lock:
             running = self._running.get(record.task_id)
-        if running is None or record.terminal:
+        if record.terminal:
             return
+        if running is not None:
+            self._hand_answers(running, responses)
+        elif self._relay is not None:
+            self._answer_elsewhere(record, responses)
+
+    def _answer_elsewhere(self, record: TaskRecord, responses: dict[str, Any]) -> None:
+        """The task runs on another replica: its questions leave the record here and now (what a
+        tasks/get anywhere shows next), and the answers go to that replica over the bus."""
+        answered = {key: value for key, value in responses.items() if key in record.input_requests}
+        if not answered:
+            return
+        left = {key: request for key, request in record.input_requests.items() if key not in answered}
+        stored = self.store.save_task(record.changed(self._clock(), input_requests=left, status=INPUT_REQUIRED if left else WORKING))
+        self._tell(record, stored)
+        if self._relay is not None:
+            self._relay({"taskId": record.task_id, "answers": answered})
+
+    def relay_with(self, send: Callable[[dict[str, Any]], None]) -> None:
+        """Reach the replica running a task through `send` (the server's bus): a `tasks/update` or
+        `tasks/cancel` that lands on another replica sends `{"taskId", "answers"}` or
+        `{"taskId", "cancel": true}`, which that replica's `relayed` acts on. At most once, as the
+        bus is: a lost cancel still reaches the task through its keeper's next read of the record."""
+        self._relay = send
+
+    def relayed(self, signal: dict[str, Any]) -> None:
+        """A signal another replica sent about a task: acted on when the task runs here, else ignored."""
+        task_id = signal.get("taskId")
+        with self._lock:
+            running = self._running.get(task_id) if isinstance(task_id, str) else None
+        if running is None:
+            return
+        answers = signal.get("answers")
+        if isinstance(answers, dict):
+            self._hand_answers(running, answers)
+        if signal.get("cancel") is True:
+            stored = self.store.load_task(running.record.task_id)
+            if stored is None or stored.terminal:
+                self._signal_cancel(running)
+
+    def _hand_answers(self, running: _Running, responses: dict[str, Any]) -> None:
         with running.changed:
             answered = [key for key in responses if key in running.questions]
             for key in answered:

@@ -52,6 +52,10 @@ class TaskStore(Protocol):
         live task of `owner` raises `LookupError`."""
         ...
 
+    def close(self) -> None:
+        """Let go of what the store holds open (a connection); the records stay where they are."""
+        ...
+
 
 class MemoryTaskStore:
     """Task records in this process (the default; the servers handed one instance share it, as
@@ -118,3 +122,6 @@ class MemoryTaskStore:
         page = mine[start : start + limit]
         more = start + limit < len(mine)
         return page, (page[-1].task_id if more and page else None)
+
+    def close(self) -> None:
+        """Nothing to let go of: the records live as long as this object."""

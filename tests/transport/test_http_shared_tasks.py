@@ -120,3 +120,87 @@ def test_a_task_made_on_one_replica_is_read_and_cancelled_through_the_other(redi
     finally:
         for replica in replicas:
             replica.server.close(LONG)
+
+
+def asking_service(answers: list[Any]) -> Service:
+    service = Service("forms")
+
+    @service.tool(task="required")
+    def confirm(filename: str, ctx: Context) -> str:
+        """Asks before it deletes."""
+        answer = ctx.elicit(f"Delete {filename}?", {"type": "object", "properties": {"confirm": {"type": "boolean"}}})
+        answers.append(answer)
+        return f"deleted {filename}" if answer.get("content", {}).get("confirm") else "kept"
+
+    return service
+
+
+def test_an_answer_sent_to_the_other_replica_reaches_the_function_and_its_listens_hear_the_task(redis_url: str) -> None:
+    """The question of a task running on A is answered by a tasks/update to B: B takes it out of the
+    record at once and sends the answer over the bus to A, whose function goes on; a listen opened
+    on B hears the task's changes made on A."""
+    answers: list[Any] = []
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {}}}
+    replicas = [Replica(Server(name, services=[asking_service(answers)], bus=redis_url, tasks=TaskRunner(limits=TaskLimits(lease=LEASE))))
+                for name in ("a", "b")]
+    a, b = replicas
+    try:
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                 "params": {"name": "confirm", "arguments": {"filename": "a.txt"}, "_meta": meta}}
+        answer = _post(a.port, frame, "tools/call", "confirm")
+        assert "result" in answer, answer
+        created = answer["result"]
+        task_id = created["taskId"]
+        listen = http.client.HTTPConnection("127.0.0.1", b.port, timeout=LONG)
+        listen.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
+                                                    "params": {"notifications": {"taskIds": [task_id]}, "_meta": meta}}),
+                       {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                        "MCP-Protocol-Version": VERSION, "Mcp-Method": "subscriptions/listen"})
+        stream = SseStream(listen.getresponse())
+        assert stream.message()[1]["params"]["notifications"] == {"taskIds": [task_id]}
+
+        got = _poll(b, task_id, lambda task: task["status"] == "input_required")
+        (key,) = got["inputRequests"]
+        assert b.request("tasks/update", {"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"confirm": True}}}},
+                         name=task_id) == {"resultType": "complete", "_meta": b.request("server/discover", {})["_meta"]}
+        assert "inputRequests" not in b.request("tasks/get", {"taskId": task_id}, name=task_id)
+
+        done = _poll(a, task_id, lambda task: task["status"] == "completed")
+        assert done["result"]["content"][0]["text"] == "deleted a.txt"
+        assert answers == [{"action": "accept", "content": {"confirm": True}}]
+        statuses = []
+        while "completed" not in statuses:
+            message = stream.message()[1]
+            assert message["method"] == "notifications/tasks" and message["params"]["taskId"] == task_id
+            statuses.append(message["params"]["status"])
+        listen.close()
+    finally:
+        for replica in replicas:
+            replica.server.close(LONG)
+
+
+def _post(port: int, frame: dict[str, Any], method: str, name: str) -> dict[str, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=LONG)
+    try:
+        connection.request("POST", "/mcp", json.dumps(frame), {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                                                              "MCP-Protocol-Version": VERSION, "Mcp-Method": method, "Mcp-Name": name})
+        message: dict[str, Any] = json.loads(connection.getresponse().read())
+        return message
+    finally:
+        connection.close()
+
+
+def _poll(replica: Replica, task_id: str, until: Any) -> dict[str, Any]:
+    """tasks/get until `until(task)`, for at most LONG seconds (a condition with a deadline, not a sleep)."""
+    stop = threading.Event()
+    deadline = threading.Timer(LONG, stop.set)
+    deadline.start()
+    try:
+        while not stop.is_set():
+            task = replica.request("tasks/get", {"taskId": task_id}, name=task_id)
+            if until(task):
+                return task
+            stop.wait(0.05)
+    finally:
+        deadline.cancel()
+    raise AssertionError(f"task {task_id} never reached the state awaited: {task}")
