@@ -421,7 +421,7 @@ class TaskRunner:
         unfinished past its lease is marked failed first."""
         record = self.store.load_task(task_id) if isinstance(task_id, str) else None
         if record is None or record.owner != owner:
-            raise McpError(ErrorCode.INVALID_PARAMS, "Failed to retrieve task: Task not found", {"taskId": task_id})
+            raise McpError(ErrorCode.INVALID_PARAMS, "Failed to retrieve task: Task not found", _quoted("taskId", task_id))
         if not record.terminal and record.lease_until is not None and self._clock() > record.lease_until and record.task_id not in self._running:
             lost = record.changed(self._clock(), status=FAILED, lease_until=None, input_requests={},
                                   status_message="the server running this task stopped before it finished",
@@ -546,7 +546,7 @@ class TaskRunner:
         try:
             return self.store.list_tasks(owner, cursor, limit)
         except LookupError:
-            raise McpError(ErrorCode.INVALID_PARAMS, "tasks/list: invalid cursor", {"cursor": cursor}) from None
+            raise McpError(ErrorCode.INVALID_PARAMS, "tasks/list: invalid cursor", _quoted("cursor", cursor)) from None
 
     # -- cancellation, leases, shutdown ----------------------------------------------------------
     def _signal_cancel(self, running: _Running) -> None:
@@ -613,6 +613,12 @@ class TaskRunner:
         keeper = self._keeper
         if keeper is not None:
             keeper.join(max(0.1, deadline - time.monotonic()))
+
+
+def _quoted(name: str, value: Any) -> dict[str, str] | None:
+    """A refusal's `data` naming the id or cursor it refused, if it is a string short enough to be
+    one (a task's id is 24 characters): a caller's megabyte is not sent back to it."""
+    return {name: value} if isinstance(value, str) and len(value) <= 128 else None
 
 
 def _cancel_with(sent: concurrent.futures.Future[dict[str, Any]], given: concurrent.futures.Future[dict[str, Any]]) -> None:
