@@ -28,6 +28,10 @@ class Session:
         self._log_threshold: int | None = None  # None: every level (no logging/setLevel yet)
         self._initialized = False
         self._resource_subscriptions: set[str] = set()
+        self.tasks_owner: str | None = None
+        """Whose tasks this connection's are when no token says who is calling: its HTTP session
+        (a task made in one handshake-era session of an open endpoint is not another's to read,
+        list or cancel); None on stdio, where the connection is the one client."""
 
     @property
     def era(self) -> Era | None:

@@ -161,7 +161,12 @@ def status_notification(record: TaskRecord) -> dict[str, Any]:
 
 
 def _owner(call: Call) -> str | None:
-    return call.principal.key if call.principal is not None else None
+    """Whose the call's tasks are: its token's principal; without one, its handshake-era HTTP
+    session's (see `Session.tasks_owner`); else nobody's in particular (stdio's one client, or a
+    2026-07-28 request to an open endpoint, where a task is whoever holds its unguessable id)."""
+    if call.principal is not None:
+        return call.principal.key
+    return call.session.tasks_owner if call.era is Era.HANDSHAKE else None
 
 
 def _task_id(call: Call) -> Any:

@@ -153,6 +153,8 @@ class HttpSession:
         self.asks = PendingAsks(ask_prefix)  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
         self.principal_key = principal_key  # who created it (`Principal.key`); only they may use it; fixed
+        if principal_key is None:
+            self.session.tasks_owner = f"session:{session_id}"  # no token: the session owns its tasks
         self.last_seen = now
         # The GET stream's events: `feed_lock` orders what goes into `events`; `cursor` is the id of
         # the last event put there (a shared store's log is read after it); `_recent` keeps the
