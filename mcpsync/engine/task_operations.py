@@ -115,16 +115,14 @@ def starter(
     served: Served, call: Call, tool: Tool, context_for: ContextFor, wrap: Callable[[Any], dict[str, Any]]
 ) -> Callable[[Callable[[Context], Any]], TaskStarted | None]:
     """What `ctx.run_task(fn)` calls: start `fn` as a task when this request's client can take one
-    (a 2026-07-28 client declaring the extension, a 2025-11-25 call asking for a task), else None."""
+    (a 2026-07-28 client declaring the extension), else None. A 2025-11-25 call never can: its
+    client decides with `params.task` before the function runs (`task_form`), so a call that
+    reaches the function without being a task stays one without."""
 
     def start_task(fn: Callable[[Context], Any]) -> TaskStarted | None:
-        if call.era is Era.MODERN:
-            form = MODERN if _declares_extension(call) else None
-        else:
-            form = LEGACY if isinstance(call.params.get("task"), dict) and version_at_least(call.protocol_version, FIRST_TASK_VERSION) else None
-        if form is None:
+        if call.era is not Era.MODERN or not _declares_extension(call):
             return None
-        return TaskStarted(start(served, call, tool.name, form, context_for, lambda ctx: wrap(fn(ctx))))
+        return TaskStarted(start(served, call, tool.name, MODERN, context_for, lambda ctx: wrap(fn(ctx))))
 
     return start_task
 
