@@ -307,6 +307,8 @@ def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
             wire.pop(key, None)
     if not version_at_least(version, "2025-03-26"):
         wire.pop("annotations", None)
+    if not version_at_least(version, "2025-11-25"):
+        wire.pop("execution", None)  # tasks came with 2025-11-25
     return wire
 
 

@@ -382,7 +382,6 @@ def test_2025_06_18_has_no_tasks(http: Endpoint) -> None:
     assert odd["content"][0]["text"] == "slept 0", "an unknown parameter is ignored, whatever its shape"
 
 
-@pytest.mark.xfail(strict=True, reason="transport: a blocking tasks/result is cut at the HTTP request_timeout (-32603), though the task runs on")
 def test_2025_over_http_tasks_result_waits_past_the_request_timeout(server: Server) -> None:
     endpoint = Endpoint(server.start_http("127.0.0.1", 0, request_timeout=0.5).port)
     session = endpoint.session()

@@ -117,11 +117,19 @@ def check_routing_headers(headers: Mapping[str, str], request: Request, envelope
         if body_value is not None:
             raw = headers.get("mcp-name")
             if raw is None:
-                raise mismatch(f"the Mcp-Name header is missing (the body's {key} is {body_value!r})")
+                raise mismatch(f"the Mcp-Name header is missing (the body's {key} is {_quoted(body_value)})")
             if decode_value(raw) != body_value:
-                raise mismatch(f"the Mcp-Name header does not match the body's {key} ({body_value!r})")
+                raise mismatch(f"the Mcp-Name header does not match the body's {key} ({_quoted(body_value)})")
     if request.method == "tools/call":
         _check_param_headers(headers, request, plan)
+
+
+def _quoted(value: object) -> str:
+    """A body's value as an error quotes it: a string, cut at 200 characters; anything else by its
+    type alone (a value nested a thousand deep has a repr that raises RecursionError)."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 200 else value[:200] + "...")
+    return f"a {type(value).__name__}, not a string"
 
 
 def _check_param_headers(headers: Mapping[str, str], request: Request, plan: HeaderPlan) -> None:

@@ -39,6 +39,7 @@ from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ErrorCode, McpError, Request
 from ...protocol.sse import sse_priming
 from ...protocol.versions import Era
+from ...tasks.runner import TaskStoreDown
 from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._directory import LocalDirectory, SessionStoreDown, SharedDirectory
 from ._gate import token_end
@@ -145,6 +146,8 @@ class Requests:
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         if request.method == "subscriptions/listen":  # no run time limit: it lasts as long as its token
             return self._respond(start_response, exchange, token_end(principal), lambda: self._listens.end(exchange), created)
+        if request.method == "tasks/result":  # it waits for its task, however long (2025-11-25), as long as its token
+            return self._respond(start_response, exchange, token_end(principal), lambda: self._expire(exchange), created)
         return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, lambda: self._expire(exchange), created)
 
     def _run_inline(
@@ -198,7 +201,7 @@ class Requests:
         frame, error = answer_frame(exchange.request, outcome)
         if error is None and isinstance(outcome, Success):
             exchange.answer(Final(frame, 200, outcome.claims))
-        elif isinstance(error, (RequestStateUnchecked, SessionStoreDown)):  # the store is away: the same request works later
+        elif isinstance(error, (RequestStateUnchecked, SessionStoreDown, TaskStoreDown)):  # a store is away: the same request works later
             exchange.answer(Final(frame, 503, headers=(("Retry-After", str(RETRY_AFTER)),)))
         elif isinstance(error, InsufficientScope) and self._auth is not None:  # the client may step up
             refusal = self._auth.insufficient(caller.environ, self._path, error.scopes, error.description)
