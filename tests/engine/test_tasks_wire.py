@@ -372,6 +372,8 @@ def test_2025_over_http_a_failed_task_s_tasks_result_is_its_json_rpc_error(http:
 def test_2025_06_18_has_no_tasks(http: Endpoint) -> None:
     session = http.session("2025-06-18")
     assert "tasks" not in session.initialized["capabilities"]
+    tools = session.request("tools/list", {}).result["tools"]
+    assert tools and all("execution" not in tool for tool in tools), "taskSupport means nothing before 2025-11-25"
     for method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel"):
         answer: Answer = session.request(method, {"taskId": "x"})
         assert answer.code == -32601, (method, answer.message)
