@@ -28,7 +28,7 @@ from ..catalog.tool import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import Era, version_at_least
 from ..tasks.record import LEGACY, MODERN, RELATED_TASK, TASKS_EXTENSION, TaskRecord, legacy_task, modern_task
-from ..tasks.runner import TaskControl
+from ..tasks.runner import TaskControl, TaskStoreDown
 from .interceptors import Call
 from .served import Served
 
@@ -147,6 +147,8 @@ def listened_tasks(served: Served, call: Call, requested: Any) -> list[str]:
     for task_id in dict.fromkeys(requested):
         try:
             served.tasks.load(task_id, owner)
+        except TaskStoreDown:
+            raise  # not an unknown task: the listen is refused, as the store cannot tell
         except McpError:
             continue
         found.append(task_id)

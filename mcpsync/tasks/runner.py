@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from .._creation import Creation
 from .._pool import WorkerPool
@@ -48,6 +48,36 @@ Body = Callable[["TaskControl"], dict[str, Any]]
 """A task's work: given its control, returns the tool's `CallToolResult` (or raises `McpError`)."""
 Carrier = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str, Any]]"]
 """How a waiting `tasks/result` sends the client a request on its own stream (its exchange's ask)."""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TaskStoreDown(McpError):
+    """The task store cannot be reached (a Redis away), so a request about a task was not served:
+    nothing was read or changed. -32603 (the request is fine: the same one works once the store
+    answers), which the HTTP transport answers 503 with `Retry-After`, as it does the session
+    store's outages."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.INTERNAL_ERROR, "the task store cannot be reached; nothing was read or changed, retry later")
+
+
+def _reaching_store(method: Callable[P, R]) -> Callable[P, R]:
+    """A request's method on the runner, whose store's failure (its `StoreUnavailable`, an
+    `McpsyncError` that is no `McpError`) it raises as `TaskStoreDown`, not as a bug's -32603."""
+
+    @functools.wraps(method)
+    def reaching(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except McpError:
+            raise
+        except McpsyncError as exc:
+            raise TaskStoreDown() from exc
+
+    return reaching
 
 
 UNTOLD = object()
@@ -229,6 +259,7 @@ class TaskRunner:
                 log.exception("a task listener raised")
 
     # -- creating --------------------------------------------------------------------------------
+    @_reaching_store
     def create(self, *, form: str, tool: str, owner: str | None, requested_ttl: Any, body: Body) -> TaskRecord:
         """Keep a new task's record, then run `body` on the pool; returns the record as created
         (readable by `tasks/get` on any replica before this returns). Refusals are `McpError`s the
@@ -312,7 +343,12 @@ class TaskRunner:
         with running.changed:
             record = running.record.changed(self._clock(), status=status, result=result, error=error, input_requests={},
                                             status_message=message if message is not None else running.record.status_message, lease_until=None)
-            before, running.record = running.record, self.store.save_task(record)
+            try:
+                stored = self.store.save_task(record)
+            except McpsyncError as exc:  # the store is away: a reader elsewhere finds the lease over and fails it
+                log.warning("task %s ended %s, but its record could not be written: %s", record.task_id, status, exc)
+                stored = record
+            before, running.record = running.record, stored
             running.changed.notify_all()
         self._tell(before, running.record)
 
@@ -415,6 +451,7 @@ class TaskRunner:
             self._asked(running)
 
     # -- requests about a task -------------------------------------------------------------------
+    @_reaching_store
     def load(self, task_id: Any, owner: str | None) -> TaskRecord:
         """The task's record for its owner; -32602 for an unknown id, an expired task and another
         caller's task alike (a task's existence is not told to whoever guesses its id). A task
@@ -430,6 +467,7 @@ class TaskRunner:
             self._tell(before, record)
         return record
 
+    @_reaching_store
     def cancel(self, task_id: Any, owner: str | None) -> TaskRecord:
         """Mark the task cancelled (before answering, so it is terminal at once) and signal its
         function; returns the record as it now stands (terminal: already finished, unchanged)."""
@@ -450,6 +488,7 @@ class TaskRunner:
             self._relay({"taskId": record.task_id, "cancel": True})  # its keeper would see it within a third of the lease
         return stored
 
+    @_reaching_store
     def answer(self, task_id: Any, owner: str | None, responses: dict[str, Any]) -> None:
         """2026-07-28 `tasks/update`: hand the answers of outstanding questions to the function and
         take them out of `inputRequests` before returning (what is not outstanding is ignored)."""
@@ -508,6 +547,7 @@ class TaskRunner:
             if answered:
                 self._asked(running, answered)
 
+    @_reaching_store
     def wait(self, task_id: Any, owner: str | None, *, cancelled: Callable[[], bool], carrier: Carrier | None = None,
              notify: Callable[[str, dict[str, Any]], None] | None = None, slice_seconds: float = 1.0) -> TaskRecord:
         """2025-11-25 `tasks/result`: block until the task is terminal (or `cancelled()`), carrying its
@@ -539,6 +579,7 @@ class TaskRunner:
                 if notify is not None:
                     running.notifiers.remove(notify)
 
+    @_reaching_store
     def list(self, owner: str | None, cursor: Any, limit: int) -> tuple[list[TaskRecord], str | None]:
         """A page of the caller's own tasks; -32602 for a cursor this did not give."""
         if cursor is not None and not isinstance(cursor, str):
