@@ -17,6 +17,10 @@ from .options import SessionOptions as SessionOptions
 from .options import split_options as _split_options
 from .session import ClientSession as ClientSession
 from .stdio import StdioConnection as StdioConnection
+from .tasks import TaskCancelled as TaskCancelled
+from .tasks import TaskHandle as TaskHandle
+from .tasks import TaskStatus as TaskStatus
+from .tasks import TaskTimeout as TaskTimeout
 
 
 def connect(

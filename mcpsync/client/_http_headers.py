@@ -15,7 +15,15 @@ from typing import Any
 from ..protocol.param_headers import ParamHeader, render_value, value_at
 from ..protocol.versions import META_PROTOCOL_VERSION
 
-_NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAMED_METHODS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",  # the tasks extension's requests name their task (SEP-2663)
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+"""The methods whose `Mcp-Name` header repeats a param, and which one."""
 _PLAIN_VALUE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _SENTINEL_PREFIX, _SENTINEL_SUFFIX = "=?base64?", "?="
@@ -32,7 +40,7 @@ def header_value(value: str) -> str:
 
 def routing_headers(message: dict[str, Any], plans: Mapping[str, tuple[ParamHeader, ...]]) -> dict[str, str] | None:
     """The 2026-07-28 headers of a message whose `params._meta` names a protocol version
-    (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and for `tools/call` the tool's
+    (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` (see _NAMED_METHODS), and for `tools/call` the tool's
     `Mcp-Param-<Token>` from `plans`, by tool name); None for a handshake-era message."""
     given = message.get("params")
     params: dict[str, Any] = given if isinstance(given, dict) else {}

@@ -20,6 +20,11 @@ Questions from the server (elicitation, sampling, roots) reach the same callback
 JSON-RPC requests in the handshake era (answered off the reader thread, on a bounded pool: see
 `_server_requests`), as the `inputRequests` of an `input_required` result in 2026-07-28 (answered
 on the caller's thread, then the request is retried: see `_input_required`); see `ClientSession`.
+
+A call may run as a task the server keeps (`call_tool(..., task=True)`): `tasks` holds the handle
+that polls it and the `tasks/*` requests. In 2026-07-28 only the requests about tasks declare the
+tasks extension, each in its own envelope (`envelope(extensions)`): a session that declared it
+on every request would get tasks for calls that expect a result.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from .._version import __version__
 from ..errors import CallTimeout, ConnectionLost, ProtocolViolation, SessionClosed
@@ -58,6 +63,7 @@ from ._tool_headers import ToolHeaders
 from .listen import Listener
 from .options import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from .options import SessionOptions, session_options
+from .tasks import TaskHandle, TaskStatus, cancel_task, created, get_task, offers_tool_tasks, parse_status, task_params, task_request, task_support
 
 log = logging.getLogger("mcpsync.client")
 
@@ -162,6 +168,7 @@ class ClientSession:
         self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
         self._asked = ServerRequests(self._handlers, self._connection)  # answers the server's requests
         self._tool_headers = ToolHeaders(connection, self._lock)  # what the last list_tools() said of the tools' headers
+        self._task_support: dict[str, str] | None = None  # each tool's execution.taskSupport, from the last list_tools()
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -302,19 +309,24 @@ class ClientSession:
             meta = {**meta} if meta else {}
             if progress_token is not None:
                 meta["progressToken"] = progress_token
-            if modern:
-                meta.update(self.envelope())
+            if modern:  # a request's own clientCapabilities.extensions add to the session's (tasks)
+                asked = meta.get(META_CLIENT_CAPABILITIES)
+                meta.update(self.envelope(asked.get("extensions") if isinstance(asked, dict) else None))
             params = {**params, "_meta": meta} if params else {"_meta": meta}
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params:
             message["params"] = params
         self._connection.send(message, timeout)
 
-    def envelope(self) -> dict[str, Any]:
-        """The 2026-07-28 `_meta` keys every request of this session carries."""
+    def envelope(self, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The 2026-07-28 `_meta` keys every request of this session carries; `extensions` adds
+        to its capabilities for one request (`call_tool(..., task=True)` declares the tasks one)."""
+        capabilities = self.capabilities
+        if extensions:
+            capabilities = {**capabilities, "extensions": {**capabilities.get("extensions", {}), **extensions}}
         envelope = {
             META_PROTOCOL_VERSION: self.protocol_version,
-            META_CLIENT_CAPABILITIES: self.capabilities,
+            META_CLIENT_CAPABILITIES: capabilities,
             META_CLIENT_INFO: self.client_info,
         }
         if self.log_level is not None:
@@ -357,7 +369,21 @@ class ClientSession:
         which arguments a call repeats as `Mcp-Param-*` headers, and a tool whose `x-mcp-header`
         annotations are invalid is left out, with a warning naming it and the reason (the spec's
         rule: its calls could not carry the headers; `call_tool` refuses it, see `InvalidTool`)."""
-        return self._tool_headers.listed(self._list_all("tools/list", "tools", timeout), self.era)
+        tools = self._tool_headers.listed(self._list_all("tools/list", "tools", timeout), self.era)
+        self._task_support = task_support(tools)
+        return tools
+
+    @overload
+    def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: Progress | None = None, timeout: float | None = None,
+        task: Literal[False] = False, task_ttl: float | None = None,
+    ) -> dict[str, Any]: ...
+
+    @overload
+    def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: Progress | None = None, timeout: float | None = None,
+        task: Literal[True], task_ttl: float | None = None,
+    ) -> TaskHandle: ...
 
     def call_tool(
         self,
@@ -366,18 +392,67 @@ class ClientSession:
         *,
         progress: Progress | None = None,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+        task: bool = False,
+        task_ttl: float | None = None,
+    ) -> dict[str, Any] | TaskHandle:
         """Call a tool; returns its `CallToolResult` (check `isError` for tool failures).
         In 2026-07-28 an `input_required` answer is followed (see the class docstring).
-        Raises `InvalidTool`, sending nothing, for a tool the last `list_tools()` left out."""
+        Raises `InvalidTool`, sending nothing, for a tool the last `list_tools()` left out.
+
+        With `task=True`, the call may run as a task the server keeps (`mcpsync.client.tasks`):
+        returns a `TaskHandle` as soon as the server made it, to poll, wait for and cancel. In
+        2026-07-28 the call declares the tasks extension and the server decides; in 2025-11-25 it
+        asks for a task (kept `task_ttl` seconds, if given) when the server offers tasks for
+        `tools/call` and the tool's listing allows one (the tools are listed first if this session
+        has not). A call answered at once is a finished handle (`task_id` None). `progress`
+        hears the call until the task exists; the task's progress messages become its status
+        messages."""
         self._tool_headers.refuse_invalid(name)
-        params = {"name": name, "arguments": dict(arguments or {})}
+        params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+        if task:
+            params = self._as_task(params, task_ttl, timeout)
         try:
-            return request_with_input(self, "tools/call", params, progress=progress, timeout=timeout)
+            result = request_with_input(self, "tools/call", params, progress=progress, timeout=timeout)
         except McpError as exc:  # a -32020 the tools' listed schemas explain goes once more
             if not self._tool_headers.learned(exc, name, lambda: self.list_tools(timeout=timeout)):
                 raise
-            return request_with_input(self, "tools/call", params, progress=progress, timeout=timeout)
+            result = request_with_input(self, "tools/call", params, progress=progress, timeout=timeout)
+        if not task:
+            return result
+        made = created(self.era, result)
+        return TaskHandle(self, made) if made is not None else TaskHandle.finished(self, result)
+
+    def _as_task(self, params: dict[str, Any], ttl: float | None, timeout: float | None) -> dict[str, Any]:
+        """The params of a call that may become a task, in this session's era (see `call_tool`)."""
+        asked = task_request(ttl)
+        if self.era is Era.MODERN:
+            return task_params(self.era, params)
+        if not offers_tool_tasks(self.server_capabilities):
+            return params
+        if self._task_support is None:
+            self.list_tools(timeout=timeout)
+        if (self._task_support or {}).get(params["name"]) == "forbidden":  # a tool not listed: the server decides
+            return params
+        return {**params, "task": asked}
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def task(self, task_id: str, *, timeout: float | None = None) -> TaskHandle:
+        """A handle on a task made earlier, by its id (kept across a reconnect, say): its status
+        is asked at once (McpError -32602 for an unknown, expired or another caller's task)."""
+        return TaskHandle(self, get_task(self, task_id, timeout))
+
+    def get_task(self, task_id: str, *, timeout: float | None = None) -> TaskStatus:
+        """Where a task stands (`tasks/get`)."""
+        return get_task(self, task_id, timeout)
+
+    def cancel_task(self, task_id: str, *, timeout: float | None = None) -> TaskStatus:
+        """Cancel a task (`tasks/cancel`); see `TaskHandle.cancel`."""
+        return cancel_task(self, task_id, timeout)
+
+    def list_tasks(self, *, timeout: float | None = None) -> list[TaskStatus]:
+        """This caller's tasks, following pagination (2025-11-25 `tasks/list`; 2026-07-28 has no
+        such method: the server answers -32601)."""
+        return [parse_status("tasks/list", task) for task in self._list_all("tasks/list", "tasks", timeout)]
 
     def list_prompts(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
         return self._list_all("prompts/list", "prompts", timeout)
