@@ -33,6 +33,11 @@ EXIT_INTERRUPTED = 130
 def _client_options(command: F) -> F:
     """The arguments and options every client command (tools, call, listen) takes."""
     command = click.argument("server", nargs=-1, required=True, metavar="URL | -- COMMAND...")(command)
+    return _connection_options(command)
+
+
+def _connection_options(command: F) -> F:
+    """How a client command talks to its server: --timeout, --mode, --token-env."""
     command = click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Deadline of each request, in seconds.")(command)
     command = click.option(
         "--mode",
@@ -175,13 +180,20 @@ def tools(server: tuple[str, ...], mode: str, timeout: float, token_env: str | N
 @click.option("--args", "arguments", default="{}", show_default=True, help="Tool arguments as a JSON object.")
 @_client_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole CallToolResult as JSON.")
+@click.option("--task", "as_task", is_flag=True, help="Run the call as a task the server keeps: show its id and status as it changes, then its result.")
 @_interruptible
-def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool) -> None:
+def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout: float, token_env: str | None, as_json: bool, as_task: bool) -> None:
     """Call TOOL on the MCP server at URL (Streamable HTTP) or started by COMMAND, and print its
     result.
 
     It answers no question of the tool's: a tool that asks the user (elicitation), the model
     (sampling) or for the client's roots does not succeed here, in either protocol era.
+
+    With --task the call runs as a task, when the server and the tool offer tasks (otherwise it is
+    answered at once, as without it). The task's id goes to stderr at once, then each change of its
+    status or status message; its result is printed as without --task. Over HTTP, a poll that
+    cannot reach the server is tried again, waiting longer each time, for as long as the server
+    keeps the task. Ctrl-C cancels the task. `mcpsync tasks URL TASK_ID` finds it again later.
 
     \b
     Exit status:
@@ -191,13 +203,15 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
       2    a usage error: an unknown option, --args that are not a JSON object,
            a URL that cannot be used (an unknown scheme, credentials in it)
       3    the call itself failed: the server could not be started, reached or
-           authorized, it answered a JSON-RPC error, or --timeout passed
-      130  interrupted (Ctrl-C)
+           authorized, it answered a JSON-RPC error, or --timeout passed; with
+           --task, also a task that failed with such an error or was cancelled
+      130  interrupted (Ctrl-C); with --task, the task was cancelled first
 
     \b
     Examples:
       mcpsync call add --args '{"a": 2, "b": 3}' -- mcpsync serve
       mcpsync call add --args '{"a": 2, "b": 3}' http://127.0.0.1:8000/mcp
+      mcpsync call report --task http://127.0.0.1:8000/mcp
     """
     import json
 
@@ -215,11 +229,29 @@ def call(tool: str, arguments: str, server: tuple[str, ...], mode: str, timeout:
 
     with _open(server, mode, timeout, token_env) as session:
         try:
-            result = session.call_tool(tool, parsed, progress=progress)
+            if as_task:
+                from .tasks import call_as_task
+
+                result = call_as_task(session, tool, parsed, progress, over_http=_endpoint(server) is not None)
+            else:
+                result = session.call_tool(tool, parsed, progress=progress)
         except McpsyncError as exc:
-            if _needs_an_answer(exc):
-                raise _NeedsAnswer(f"{exc} (mcpsync call answers no elicitation, sampling or roots request)") from exc
-            raise _ClientFailure(str(exc)) from exc
+            raise _call_failure(exc) from exc
+    _print_result(result, as_json)
+
+
+def _call_failure(exc: Exception) -> click.ClickException:
+    """How a failed call ends the command: a question it cannot answer (1), anything else (3)."""
+    if _needs_an_answer(exc):
+        return _NeedsAnswer(f"{exc} (mcpsync call answers no elicitation, sampling or roots request)")
+    return _ClientFailure(str(exc))
+
+
+def _print_result(result: dict[str, Any], as_json: bool) -> None:
+    """Print a CallToolResult (its text blocks one a line, other blocks as JSON, or all of it as
+    JSON), then leave with EXIT_TOOL_ERROR if it is a tool's error."""
+    import json
+
     if as_json:
         _print_json(result)
     else:
