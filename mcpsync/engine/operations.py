@@ -31,7 +31,7 @@ from ..protocol.versions import (
     negotiate_handshake,
     version_at_least,
 )
-from ..tasks.runner import UNTOLD, TaskControl
+from ..tasks.control import UNTOLD, TaskControl
 from . import mrtr, task_operations
 from .interceptors import Call, Interceptor, ToolCall
 from .outcome import Later, Subscribed

@@ -27,8 +27,9 @@ from ..catalog.questions import NeedAnswers
 from ..catalog.tool import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import Era, version_at_least
+from ..tasks.control import TaskControl
 from ..tasks.record import LEGACY, MODERN, RELATED_TASK, TASKS_EXTENSION, TaskRecord, legacy_task, modern_task
-from ..tasks.runner import TaskControl, TaskStoreDown
+from ..tasks.store import TaskStoreDown
 from .interceptors import Call
 from .served import Served
 

@@ -7,8 +7,9 @@ task's questions, and fetches the result. `record` holds the two wire forms, `st
 are kept, `runner` the threads, questions, leases and shutdown.
 """
 
+from .limits import TaskLimits
 from .record import TaskRecord
-from .runner import TaskLimits, TaskRunner
+from .runner import TaskRunner
 from .store import MemoryTaskStore, TaskStore
 
 __all__ = ["MemoryTaskStore", "TaskLimits", "TaskRecord", "TaskRunner", "TaskStore"]

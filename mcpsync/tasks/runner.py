@@ -4,7 +4,7 @@ Strategy: a task is a plain blocking function run on a worker of the runner's po
 owned and joined by `close`), not on a request's worker, so a long job holds no request and no
 connection. Everything another request may ask about it goes through the store's record (the one
 truth, readable on any replica); what only the running process can do (set the function's cancel
-signal, hand it an answer) goes through the `_Running` entry this process keeps while it runs.
+signal, hand it an answer) goes through the `Running` entry this process keeps while it runs.
 
 - Questions. A function asks as it does in a request (`ctx.elicit`, `ctx.sample`, `ctx.roots`) and
   blocks until answered. In 2026-07-28 the question is written into the record (`inputRequests`,
@@ -32,184 +32,21 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
+
+import ujson
 
 from .._creation import Creation
 from .._pool import WorkerPool
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
-from .record import CANCELLED, FAILED, INPUT_REQUIRED, LEGACY, RELATED_TASK, WORKING, TaskRecord, tool_error_status
-from .store import MemoryTaskStore, TaskStore
+from .control import Body, Carrier, Running, TaskControl
+from .limits import TaskLimits
+from .record import CANCELLED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, tool_error_status
+from .store import MemoryTaskStore, TaskStore, reaching_store
 
 log = logging.getLogger("mcpsync")
 
-Body = Callable[["TaskControl"], dict[str, Any]]
-"""A task's work: given its control, returns the tool's `CallToolResult` (or raises `McpError`)."""
-Carrier = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str, Any]]"]
-"""How a waiting `tasks/result` sends the client a request on its own stream (its exchange's ask)."""
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class TaskStoreDown(McpError):
-    """The task store cannot be reached (a Redis away), so a request about a task was not served:
-    nothing was read or changed. -32603 (the request is fine: the same one works once the store
-    answers), which the HTTP transport answers 503 with `Retry-After`, as it does the session
-    store's outages."""
-
-    def __init__(self) -> None:
-        super().__init__(ErrorCode.INTERNAL_ERROR, "the task store cannot be reached; nothing was read or changed, retry later")
-
-
-def _reaching_store(method: Callable[P, R]) -> Callable[P, R]:
-    """A request's method on the runner, whose store's failure (its `StoreUnavailable`, an
-    `McpsyncError` that is no `McpError`) it raises as `TaskStoreDown`, not as a bug's -32603."""
-
-    @functools.wraps(method)
-    def reaching(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except McpError:
-            raise
-        except McpsyncError as exc:
-            raise TaskStoreDown() from exc
-
-    return reaching
-
-
-UNTOLD = object()
-"""The progress token of a task whose call asked for no progress: its `ctx.progress` still sets the
-task's `statusMessage`, and no notification is sent."""
-
-
-@dataclass(frozen=True, slots=True)
-class TaskLimits:
-    """What one process's tasks may take. The counts of kept tasks are the store's, so they hold
-    across the replicas sharing it."""
-
-    max_running: int = 32
-    """Tasks whose functions run at once in this process; more wait for a worker."""
-    max_waiting: int = 1024
-    """Tasks created but waiting for a worker; past it a call that would make one is refused."""
-    max_kept: int = 10_000
-    """Tasks kept (running or finished, until their TTL ends), across the store."""
-    max_kept_per_owner: int = 1_000
-    """Of those, held by one caller (one principal; every caller of an open endpoint is one)."""
-    default_ttl_ms: int = 3_600_000
-    """How long a finished task's result is kept when the client asks for no TTL (1 hour)."""
-    max_ttl_ms: int = 86_400_000
-    """The longest TTL granted (1 day): a client asking for more gets this."""
-    poll_interval_ms: int = 500
-    """The polling pace suggested to clients."""
-    lease: float = 30.0
-    """Seconds a running task's process vouches for it; a task unfinished past it has lost its process."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_running", "max_kept", "max_kept_per_owner", "default_ttl_ms", "max_ttl_ms", "poll_interval_ms"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TaskLimits.{name} must be at least 1")
-        if self.default_ttl_ms > self.max_ttl_ms:
-            raise ValueError("TaskLimits.default_ttl_ms must not exceed max_ttl_ms")
-        if self.max_waiting < 0:
-            raise ValueError("TaskLimits.max_waiting must be at least 0")
-        if not self.lease > 0:
-            raise ValueError("TaskLimits.lease must be positive")
-
-    def granted_ttl(self, requested: Any) -> int:
-        """The TTL a client's request gets: its own, within bounds, else the default."""
-        if isinstance(requested, int) and not isinstance(requested, bool) and requested > 0:
-            return min(requested, self.max_ttl_ms)
-        return self.default_ttl_ms
-
-
-class _Running:
-    """What this process holds of a task while its function runs."""
-
-    def __init__(self, record: TaskRecord) -> None:
-        self.record = record
-        self.cancel = threading.Event()
-        self.changed = threading.Condition()
-        self.on_cancel: list[Callable[[], None]] = []
-        self.questions: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}  # 2026-07-28, by key
-        self.outbox: deque[tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]]] = deque()  # 2025-11-25, unsent
-        self.asking: set[concurrent.futures.Future[dict[str, Any]]] = set()  # 2025-11-25, sent or not, unanswered
-        self.carriers: list[Carrier] = []
-        self.notifiers: list[Callable[[str, dict[str, Any]], None]] = []
-
-
-class TaskControl:
-    """A running task as its function's `Context` sees it: the engine's `Exchange` for a task.
-
-    Its cancel signal is the task's; its notifications and questions go where the task's form
-    sends them (see the module's strategy), never to the request that created it, which has ended."""
-
-    def __init__(self, runner: TaskRunner, running: _Running) -> None:
-        self._runner = runner
-        self._running = running
-
-    @property
-    def task_id(self) -> str:
-        return self._running.record.task_id
-
-    @property
-    def form(self) -> str:
-        return self._running.record.form
-
-    @property
-    def cancel_event(self) -> threading.Event:
-        return self._running.cancel
-
-    @property
-    def notify(self) -> Callable[[str, dict[str, Any]], None]:
-        return self._notify
-
-    @property
-    def on_cancel(self) -> Callable[[Callable[[], None]], None]:
-        return self._on_cancel
-
-    @property
-    def ask(self) -> Callable[[str, dict[str, Any]], concurrent.futures.Future[dict[str, Any]]] | None:
-        return self._ask if self.form == LEGACY else None
-
-    @property
-    def release_stream(self) -> None:
-        return None
-
-    def _notify(self, method: str, params: dict[str, Any]) -> None:
-        """Progress with a message becomes the task's `statusMessage` (what a polling client sees);
-        in 2025-11-25 the notification also goes to every `tasks/result` waiting on the task."""
-        if method == "notifications/progress" and isinstance(params.get("message"), str):
-            self._runner._set_message(self._running, params["message"])
-        if self.form == LEGACY and params.get("progressToken") is not UNTOLD:
-            tagged = {**params, "_meta": {**params.get("_meta", {}), RELATED_TASK: {"taskId": self.task_id}}}
-            with self._running.changed:
-                notifiers = list(self._running.notifiers)
-            for notify in notifiers:
-                notify(method, tagged)
-
-    def _on_cancel(self, callback: Callable[[], None]) -> None:
-        with self._running.changed:
-            if not self._running.cancel.is_set():
-                self._running.on_cancel.append(callback)
-                return
-        callback()
-
-    def _ask(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
-        """2025-11-25: queue a request to the client; the next `tasks/result` carries it."""
-        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        tagged = {**params, "_meta": {**params.get("_meta", {}), RELATED_TASK: {"taskId": self.task_id}}}
-        self._runner._enqueue(self._running, method, tagged, future)
-        return future
-
-    def ask_keyed(self, key: str, request: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
-        """2026-07-28: put a question (`{method, params}`) into the task's `inputRequests` under
-        `key`; `tasks/update` answers it."""
-        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        self._runner._question(self._running, key, request, future)
-        return future
 
 
 class TaskRunner:
@@ -237,7 +74,7 @@ class TaskRunner:
         self._listeners: list[Callable[[TaskRecord], None]] = []
         self._relay: Callable[[dict[str, Any]], None] | None = None
         self._lock = threading.Lock()
-        self._running: dict[str, _Running] = {}  # running or waiting for a worker
+        self._running: dict[str, Running] = {}  # running or waiting for a worker
         self._starting = 0  # places in the pool held by creations under way
         self._closing = threading.Event()
         self._keeper: threading.Thread | None = None
@@ -259,7 +96,7 @@ class TaskRunner:
                 log.exception("a task listener raised")
 
     # -- creating --------------------------------------------------------------------------------
-    @_reaching_store
+    @reaching_store
     def create(self, *, form: str, tool: str, owner: str | None, requested_ttl: Any, body: Body) -> TaskRecord:
         """Keep a new task's record, then run `body` on the pool; returns the record as created
         (readable by `tasks/get` on any replica before this returns). Refusals are `McpError`s the
@@ -272,7 +109,7 @@ class TaskRunner:
             self._starting += 1
         try:
             record = self._created(form=form, tool=tool, owner=owner, requested_ttl=requested_ttl)
-            running = _Running(record)
+            running = Running(record)
             with self._lock:
                 self._running[record.task_id] = running
                 self._start_keeper_locked()
@@ -311,7 +148,7 @@ class TaskRunner:
             raise McpError(ErrorCode.INTERNAL_ERROR, "too many tasks: the server holds as many as it keeps; try again later")
         return record
 
-    def _run(self, running: _Running, body: Body) -> None:
+    def _run(self, running: Running, body: Body) -> None:
         control = TaskControl(self, running)
         try:
             if running.cancel.is_set():
@@ -327,6 +164,11 @@ class TaskRunner:
             self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": f"Internal error: {type(exc).__name__}"},
                          message=f"the task failed: {type(exc).__name__}")
         else:
+            size = len(ujson.dumps(result))
+            if size > self.limits.max_result_bytes:  # kept for its whole TTL: the caps bound how many, this how big
+                message = f"the task's result is {size} bytes, more than the {self.limits.max_result_bytes} a task may keep"
+                self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": message}, message=message)
+                return
             is_error = bool(result.get("isError"))
             status = tool_error_status(running.record.form) if is_error else "completed"
             self._finish(running, status=status, result=result, message=_first_text(result) if is_error else None)
@@ -338,7 +180,7 @@ class TaskRunner:
             for _, _, future in running.outbox:
                 future.cancel()
 
-    def _finish(self, running: _Running, *, status: str, result: dict[str, Any] | None = None,
+    def _finish(self, running: Running, *, status: str, result: dict[str, Any] | None = None,
                 error: dict[str, Any] | None = None, message: str | None = None) -> None:
         with running.changed:
             record = running.record.changed(self._clock(), status=status, result=result, error=error, input_requests={},
@@ -353,7 +195,7 @@ class TaskRunner:
         self._tell(before, running.record)
 
     # -- what a running task does ----------------------------------------------------------------
-    def _save(self, running: _Running, **changes: Any) -> None:
+    def _save(self, running: Running, **changes: Any) -> None:
         """Write a change of a running task (under its condition); a record found terminal (cancelled
         on another replica) cancels the function."""
         with running.changed:
@@ -365,18 +207,18 @@ class TaskRunner:
         if stored.terminal:
             self._signal_cancel(running)
 
-    def _set_message(self, running: _Running, message: str) -> None:
+    def _set_message(self, running: Running, message: str) -> None:
         if running.record.status_message != message:
             self._save(running, status_message=message)
 
-    def _question(self, running: _Running, key: str, request: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
+    def _question(self, running: Running, key: str, request: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
         with running.changed:
             running.questions[key] = future
             asked = {**running.record.input_requests, key: request}
             self._save(running, status=INPUT_REQUIRED, input_requests=asked)
         future.add_done_callback(functools.partial(self._withdrawn, running))
 
-    def _enqueue(self, running: _Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
+    def _enqueue(self, running: Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
         with running.changed:
             running.outbox.append((method, params, future))
             running.asking.add(future)
@@ -384,7 +226,7 @@ class TaskRunner:
         future.add_done_callback(functools.partial(self._withdrawn, running))
         self._flush(running)
 
-    def _withdrawn(self, running: _Running, future: concurrent.futures.Future[dict[str, Any]]) -> None:
+    def _withdrawn(self, running: Running, future: concurrent.futures.Future[dict[str, Any]]) -> None:
         """A question's future is done; one the function gave up on (its timeout) leaves
         `inputRequests` and the outbox, so the client is not asked what nobody waits for."""
         if not future.cancelled():
@@ -399,7 +241,7 @@ class TaskRunner:
             running.outbox = deque(entry for entry in running.outbox if entry[2] is not future)
             self._asked(running, keys)
 
-    def _asked(self, running: _Running, settled: Iterable[str] = ()) -> None:
+    def _asked(self, running: Running, settled: Iterable[str] = ()) -> None:
         """Write what is still asked (under the task's condition): the questions `settled` leave
         `inputRequests`, and a task waiting for no answer works again."""
         left = {key: request for key, request in running.record.input_requests.items() if key not in settled}
@@ -408,7 +250,7 @@ class TaskRunner:
         if (left, status) != (running.record.input_requests, running.record.status) and not running.record.terminal:
             self._save(running, input_requests=left, status=status)
 
-    def _flush(self, running: _Running, skip: Carrier | None = None) -> None:
+    def _flush(self, running: Running, skip: Carrier | None = None) -> None:
         """Send the task's queued 2025-11-25 requests on a waiting `tasks/result` (`skip`: not this
         one); an answer goes to the function, a carrier that goes away puts its unanswered
         requests back for another."""
@@ -429,7 +271,7 @@ class TaskRunner:
                 sent.add_done_callback(functools.partial(self._answered, running, carrier, (method, params, future)))
                 future.add_done_callback(functools.partial(_cancel_with, sent))
 
-    def _answered(self, running: _Running, carrier: Carrier, asked: tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]],
+    def _answered(self, running: Running, carrier: Carrier, asked: tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]],
                   done: concurrent.futures.Future[dict[str, Any]]) -> None:
         future = asked[2]
         if done.cancelled() or (done.exception() is not None and not isinstance(done.exception(), McpError)):
@@ -451,7 +293,7 @@ class TaskRunner:
             self._asked(running)
 
     # -- requests about a task -------------------------------------------------------------------
-    @_reaching_store
+    @reaching_store
     def load(self, task_id: Any, owner: str | None) -> TaskRecord:
         """The task's record for its owner; -32602 for an unknown id, an expired task and another
         caller's task alike (a task's existence is not told to whoever guesses its id). A task
@@ -467,7 +309,7 @@ class TaskRunner:
             self._tell(before, record)
         return record
 
-    @_reaching_store
+    @reaching_store
     def cancel(self, task_id: Any, owner: str | None) -> TaskRecord:
         """Mark the task cancelled (before answering, so it is terminal at once) and signal its
         function; returns the record as it now stands (terminal: already finished, unchanged)."""
@@ -488,7 +330,7 @@ class TaskRunner:
             self._relay({"taskId": record.task_id, "cancel": True})  # its keeper would see it within a third of the lease
         return stored
 
-    @_reaching_store
+    @reaching_store
     def answer(self, task_id: Any, owner: str | None, responses: dict[str, Any]) -> None:
         """2026-07-28 `tasks/update`: hand the answers of outstanding questions to the function and
         take them out of `inputRequests` before returning (what is not outstanding is ignored)."""
@@ -536,7 +378,7 @@ class TaskRunner:
             if stored is None or stored.terminal:
                 self._signal_cancel(running)
 
-    def _hand_answers(self, running: _Running, responses: dict[str, Any]) -> None:
+    def _hand_answers(self, running: Running, responses: dict[str, Any]) -> None:
         with running.changed:
             answered = [key for key in responses if key in running.questions]
             for key in answered:
@@ -547,7 +389,7 @@ class TaskRunner:
             if answered:
                 self._asked(running, answered)
 
-    @_reaching_store
+    @reaching_store
     def wait(self, task_id: Any, owner: str | None, *, cancelled: Callable[[], bool], carrier: Carrier | None = None,
              notify: Callable[[str, dict[str, Any]], None] | None = None, slice_seconds: float = 1.0) -> TaskRecord:
         """2025-11-25 `tasks/result`: block until the task is terminal (or `cancelled()`), carrying its
@@ -579,7 +421,7 @@ class TaskRunner:
                 if notify is not None:
                     running.notifiers.remove(notify)
 
-    @_reaching_store
+    @reaching_store
     def list(self, owner: str | None, cursor: Any, limit: int) -> tuple[list[TaskRecord], str | None]:
         """A page of the caller's own tasks; -32602 for a cursor this did not give."""
         if cursor is not None and not isinstance(cursor, str):
@@ -590,7 +432,7 @@ class TaskRunner:
             raise McpError(ErrorCode.INVALID_PARAMS, "tasks/list: invalid cursor", _quoted("cursor", cursor)) from None
 
     # -- cancellation, leases, shutdown ----------------------------------------------------------
-    def _signal_cancel(self, running: _Running) -> None:
+    def _signal_cancel(self, running: Running) -> None:
         with running.changed:
             if running.cancel.is_set():
                 return

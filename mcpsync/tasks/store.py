@@ -14,15 +14,18 @@ server can keep the same promises in a script.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 from .._creation import Creation
+from ..errors import McpsyncError
+from ..protocol.jsonrpc import ErrorCode, McpError
 from .record import TaskRecord
 
-__all__ = ["MemoryTaskStore", "TaskStore"]
+__all__ = ["MemoryTaskStore", "TaskStore", "TaskStoreDown"]
 
 SWEEP_EVERY = 1.0
 """Seconds between two sweeps of expired records in `MemoryTaskStore` (made on the next access)."""
@@ -65,32 +68,50 @@ class MemoryTaskStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._records: dict[str, TaskRecord] = {}  # in creation order
+        self._owned: dict[str | None, dict[str, None]] = {}  # each owner's task ids, in creation order
         self._swept = 0.0
 
-    def _sweep_locked(self, now: float) -> None:
-        if now - self._swept < SWEEP_EVERY:
+    def _drop_locked(self, task_id: str) -> None:
+        record = self._records.pop(task_id)
+        owned = self._owned[record.owner]
+        del owned[task_id]
+        if not owned:
+            del self._owned[record.owner]
+
+    def _sweep_locked(self, now: float, *, force: bool = False) -> None:
+        if not force and now - self._swept < SWEEP_EVERY:
             return
         self._swept = now
         for task_id in [task_id for task_id, record in self._records.items() if record.expired(now)]:
-            del self._records[task_id]
+            self._drop_locked(task_id)
 
     def _live_locked(self, task_id: str, now: float) -> TaskRecord | None:
         record = self._records.get(task_id)
         if record is not None and record.expired(now):
-            del self._records[task_id]
+            self._drop_locked(task_id)
             return None
         return record
 
+    def _full_locked(self, owner: str | None, cap: int, owner_cap: int) -> Creation | None:
+        if len(self._owned.get(owner, ())) >= owner_cap:
+            return Creation.CALLER_FULL
+        if len(self._records) >= cap:
+            return Creation.FULL
+        return None
+
     def create_task(self, record: TaskRecord, *, cap: int, owner_cap: int) -> Creation:
+        """Counted as kept, not scanned: a creation costs the same with 10 or 10,000 tasks kept
+        (what expired since the last sweep is swept at once when a cap would refuse)."""
         now = self._clock()
         with self._lock:
             self._sweep_locked(now)
-            live = [held for held in self._records.values() if not held.expired(now)]
-            if sum(1 for held in live if held.owner == record.owner) >= owner_cap:
-                return Creation.CALLER_FULL
-            if len(live) >= cap:
-                return Creation.FULL
+            if self._full_locked(record.owner, cap, owner_cap) is not None:
+                self._sweep_locked(now, force=True)
+            full = self._full_locked(record.owner, cap, owner_cap)
+            if full is not None:
+                return full
             self._records[record.task_id] = record
+            self._owned.setdefault(record.owner, {})[record.task_id] = None
             return Creation.CREATED
 
     def load_task(self, task_id: str) -> TaskRecord | None:
@@ -113,7 +134,8 @@ class MemoryTaskStore:
         now = self._clock()
         with self._lock:
             self._sweep_locked(now)
-            mine = [record for record in self._records.values() if record.owner == owner and not record.expired(now)]
+            owned = [self._records[task_id] for task_id in self._owned.get(owner, ())]
+        mine = [record for record in owned if not record.expired(now)]
         start = 0
         if after is not None:
             start = next((i + 1 for i, record in enumerate(mine) if record.task_id == after), -1)
@@ -125,3 +147,33 @@ class MemoryTaskStore:
 
     def close(self) -> None:
         """Nothing to let go of: the records live as long as this object."""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TaskStoreDown(McpError):
+    """The task store cannot be reached (a Redis away), so a request about a task was not served:
+    nothing was read or changed. -32603 (the request is fine: the same one works once the store
+    answers), which the HTTP transport answers 503 with `Retry-After`, as it does the session
+    store's outages."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.INTERNAL_ERROR, "the task store cannot be reached; nothing was read or changed, retry later")
+
+
+def reaching_store(method: Callable[P, R]) -> Callable[P, R]:
+    """A request's method on the runner, whose store's failure (its `StoreUnavailable`, an
+    `McpsyncError` that is no `McpError`) it raises as `TaskStoreDown`, not as a bug's -32603."""
+
+    @functools.wraps(method)
+    def reaching(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except McpError:
+            raise
+        except McpsyncError as exc:
+            raise TaskStoreDown() from exc
+
+    return reaching

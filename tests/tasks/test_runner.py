@@ -23,7 +23,7 @@ from mcpsync.protocol.jsonrpc import ErrorCode, McpError
 from mcpsync.protocol.versions import Era
 from mcpsync.tasks import MemoryTaskStore, TaskLimits, TaskRecord, TaskRunner
 from mcpsync.tasks.record import LEGACY, MODERN, RELATED_TASK, legacy_task, modern_task
-from mcpsync.tasks.runner import UNTOLD, TaskControl
+from mcpsync.tasks.control import UNTOLD, TaskControl
 
 from .._timeouts import LONG, SHORT
 
@@ -780,3 +780,14 @@ def test_list_pages_through_one_s_own_tasks_and_refuses_a_foreign_cursor(runners
         with pytest.raises(McpError) as caught:
             runner.list("alice", bad, 2)
         assert caught.value.code == ErrorCode.INVALID_PARAMS
+
+
+@pytest.mark.parametrize("form", [LEGACY, MODERN])
+def test_a_result_past_max_result_bytes_fails_the_task_saying_so_and_is_not_kept(runners: Callable[..., TaskRunner], form: str) -> None:
+    runner = runners(limits=TaskLimits(max_result_bytes=10_000))
+    small = settled(runner, start(runner, lambda ctx: text("x" * 9_000), form=form).task_id)
+    assert small.status == "completed" and small.result is not None
+    big = settled(runner, start(runner, lambda ctx: text("x" * 20_000), form=form).task_id)
+    assert big.status == "failed" and big.result is None
+    assert big.error is not None and big.error["code"] == ErrorCode.INTERNAL_ERROR
+    assert "more than the 10000 a task may keep" in big.error["message"] == big.status_message

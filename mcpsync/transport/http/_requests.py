@@ -39,7 +39,7 @@ from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ErrorCode, McpError, Request
 from ...protocol.sse import sse_priming
 from ...protocol.versions import Era
-from ...tasks.runner import TaskStoreDown
+from ...tasks.store import TaskStoreDown
 from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._directory import LocalDirectory, SessionStoreDown, SharedDirectory
 from ._gate import token_end
