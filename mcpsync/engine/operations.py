@@ -357,6 +357,13 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     retry = mrtr.prepare(served.request_states, call)
     form = task_operations.task_form(call, tool)
     consume = mrtr.consumer(served.request_states, served.claim, retry) if single_use else None
+
+    def in_task(control: TaskControl) -> Context:
+        return make_context(served, call, retry, task=control)
+
+    if form is not None and not isinstance(tool, Tool):  # an upstream's task, behind one of ours
+        upstream: ForwardedTool = tool
+        return task_operations.start(served, call, name, form, in_task, lambda ctx: _gated(upstream.run_task(arguments, ctx), gate))
     if not isinstance(tool, Tool) and not (served.interceptors and _wraps_tool_calls(served)):
         forwarded: ForwardedTool = tool
         if consume is not None:
@@ -364,10 +371,6 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
         context = make_context(served, call, retry, single_use=single_use)
         return Forwarded(forwarded.start(arguments, context), finish=lambda result: _gated(result, gate))
     run = _chain(served, tool, consume)
-
-    def in_task(control: TaskControl) -> Context:
-        return make_context(served, call, retry, task=control)
-
     if form is not None:
         return task_operations.start(served, call, name, form, in_task, lambda ctx: _gated(run(ToolCall(name, arguments, ctx, call)), gate))
     start_task = task_operations.starter(served, call, tool, in_task, lambda value: _gated(tool.to_result(value), gate)) if isinstance(tool, Tool) else None

@@ -61,3 +61,12 @@ class ForwardedTool(Protocol):
     def start(self, arguments: dict[str, Any], ctx: Context) -> Later:
         """Send the call on; the answer (or the failure) arrives through the `Later`."""
         ...
+
+    @property
+    def task(self) -> str:
+        """"forbidden", "optional" or "required": whether a call may run as a task (`run_task`)."""
+        ...
+
+    def run_task(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """The call as a task's function: blocks until the other server's outcome, on the task pool."""
+        ...

@@ -31,6 +31,7 @@ from ..tasks.control import TaskControl
 from ..tasks.record import LEGACY, MODERN, RELATED_TASK, TASKS_EXTENSION, TaskRecord, legacy_task, modern_task
 from ..tasks.store import TaskStoreDown
 from .interceptors import Call
+from .seams import ForwardedTool
 from .served import Served
 
 FIRST_TASK_VERSION = "2025-11-25"
@@ -67,10 +68,10 @@ def _missing_extension(what: str) -> McpError:
     )
 
 
-def task_form(call: Call, tool: Tool | Any) -> str | None:
+def task_form(call: Call, tool: Tool | ForwardedTool) -> str | None:
     """The form this call of `tool` runs as a task in, or None for an ordinary call; raises the
     era's refusal for a call that cannot be served either way."""
-    support = tool.task if isinstance(tool, Tool) else "forbidden"
+    support = tool.task
     if call.era is Era.MODERN:
         if support == "forbidden":
             return None  # a legacy `task` parameter is ignored (SEP-2663)

@@ -42,6 +42,7 @@ from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from .forwarded import ForwardedCall, strip_era_fields
 from .relay import ClientRoots, Relay, parked_call_id
+from .upstream_tasks import run_upstream_task
 
 if TYPE_CHECKING:
     from ..engine.seams import ForwardedTool
@@ -100,8 +101,15 @@ class RemoteTool:
         self.upstream_name = definition["name"]
         self.name = source.options.prefix + self.upstream_name
         self.requires: dict[str, Any] = {}
-        self._definition = {k: v for k, v in definition.items() if k != "execution"}  # no tasks here
+        execution = definition.get("execution")
+        support = execution.get("taskSupport") if isinstance(execution, dict) else None
+        self.task = support if support in ("optional", "required") else "forbidden"
+        """What the upstream's listing says of tasks: such a tool runs as a task of the gateway's
+        (`run_task`) for a downstream that can take one."""
+        self._definition = {k: v for k, v in definition.items() if k != "execution"}
         self._definition["name"] = self.name
+        if self.task != "forbidden":
+            self._definition["execution"] = {"taskSupport": self.task}
 
     def definition(self) -> dict[str, Any]:
         return dict(self._definition)
@@ -116,6 +124,11 @@ class RemoteTool:
     def start(self, arguments: dict[str, Any], ctx: Context) -> ForwardedCall:
         """Forward without waiting: the engine answers the client when the upstream does."""
         return self.source.start_forward("tools/call", {"name": self.upstream_name, "arguments": arguments}, ctx)
+
+    def run_task(self, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """As the function of a task of the gateway's: the upstream's tool as an upstream task,
+        waited for (see `upstream_tasks`)."""
+        return self.source.run_task(self.upstream_name, arguments, ctx)
 
     def to_result(self, value: dict[str, Any]) -> dict[str, Any]:
         return value  # the upstream's CallToolResult already
@@ -467,13 +480,18 @@ class RemoteSource:
         name = definition.get("name")
         if not isinstance(name, str):
             return False
-        if (definition.get("execution") or {}).get("taskSupport") == "required":
-            return False  # only callable as a task, and the gateway does not forward tasks
         if self.options.allow is not None and name not in self.options.allow:
             return False
         return name not in self.options.deny
 
     # -- forwarding ------------------------------------------------------------------------------
+    def run_task(self, name: str, arguments: dict[str, Any], ctx: Context) -> dict[str, Any]:
+        """Call the upstream tool `name` as a task and wait for its outcome (a gateway task's function)."""
+        session = self._session
+        if session is None:
+            raise self._unavailable()
+        return run_upstream_task(self.name, session, name, arguments, ctx, self.options.call_timeout)
+
     def forward(self, method: str, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         """Send one request upstream on behalf of a client and wait for the answer."""
         return self.start_forward(method, params, ctx).result(self.options.call_timeout + 1.0)
