@@ -59,12 +59,13 @@ def raise_fd_limit() -> None:
 def run_stdio(server: Server, wire: StdioWire | None = None) -> None:
     """Serve stdin/stdout as this process's job: `server.serve_stdio(wire)` until end of input,
     SIGTERM or Ctrl-C, then close the server (upstreams, bus). Take `wire` with `isolate_stdio()`
-    before importing code that may print. If requests were still running at the shutdown
-    deadline, the process exits at once (status 0) instead of returning."""
+    before importing code that may print. Running tasks are cancelled and given the shutdown
+    timeout too. If requests were still running at the shutdown deadline, the process exits at
+    once (status 0) instead of returning."""
     try:
         clean = server.serve_stdio(wire)
     finally:
-        server.close(timeout=0)
+        _close(server)
     _leave_unless(clean)
 
 
@@ -85,8 +86,15 @@ def run_http(
     try:
         clean = server.serve_http(host, port, on_ready=on_ready, options=options, **settings)
     finally:
-        server.close(timeout=0)
+        _close(server)
     _leave_unless(clean)
+
+
+def _close(server: Server) -> None:
+    """After serving: the running tasks are cancelled and given `shutdown_timeout` to return (their
+    results kept), as the requests were; then the rest, whose transports have stopped already."""
+    server.engine.tasks.close(server.shutdown_timeout)
+    server.close(timeout=0)
 
 
 def _leave_unless(clean: bool) -> None:

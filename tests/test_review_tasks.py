@@ -121,10 +121,6 @@ def _pdf_report_service(go: threading.Event) -> Service:
     return service
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TaskRunner._run measures the result with ujson.dumps in its try's else branch, outside every except, so a result that "
-    "is not JSON (an ordinary call of the same tool is answered -32603) escapes as a pool error: the record stays working "
-    "and a 2025-11-25 tasks/result waiting on the task never returns"))
 def test_a_task_whose_result_is_not_json_fails_and_its_waiting_tasks_result_is_answered() -> None:
     go = threading.Event()
     runner = TaskRunner(limits=TaskLimits(lease=600.0))  # a lease far past the test: only the runner itself can end the task
@@ -142,10 +138,6 @@ def test_a_task_whose_result_is_not_json_fails_and_its_waiting_tasks_result_is_a
 
 # -- 2. the keeper runs cancel callbacks, so one slow callback lets every other lease lapse ------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the keeper thread cancels a task cancelled on another replica by running its on_cancel callbacks itself "
-    "(TaskRunner._keep -> _signal_cancel), so one callback that blocks (the gateway's upstream tasks/cancel to a hung "
-    "upstream) stops every other task's lease renewal, and the other replicas mark those running tasks failed"))
 def test_a_blocking_cancel_callback_does_not_stop_the_keeper_renewing_the_other_tasks_leases(runners: Callable[..., TaskRunner]) -> None:
     store = MemoryTaskStore()
     here = runners(store, limits=TaskLimits(lease=1.5))  # the keeper renews every 0.5 s
@@ -178,10 +170,6 @@ def test_a_blocking_cancel_callback_does_not_stop_the_keeper_renewing_the_other_
 
 # -- 3. a tasks/result on the running replica ignores a cancel made through another ------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a cancel made through another replica reaches the running replica only as a signal (keeper or bus -> "
-    "_signal_cancel), which never puts the cancelled record into Running.record, so a tasks/result waiting there "
-    "blocks until the function returns although tasks/get everywhere already says cancelled"))
 def test_a_tasks_result_on_the_running_replica_returns_once_another_replica_cancels(runners: Callable[..., TaskRunner]) -> None:
     store = MemoryTaskStore()
     here = runners(store, limits=TaskLimits(lease=0.6))  # the keeper reads the record every 0.2 s
@@ -202,10 +190,6 @@ def test_a_tasks_result_on_the_running_replica_returns_once_another_replica_canc
 
 # -- 4. `mcpsync serve` gives tasks no time at shutdown ------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "run_http (and run_stdio), what mcpsync serve does on SIGTERM, ends with server.close(timeout=0), so TaskRunner.close(0) "
-    "fails at once a task that returns right after its cancel, whereas tasks.rst promises that its result is kept when "
-    "it returns within shutdown_timeout"))
 def test_run_http_keeps_the_result_of_a_task_that_returns_within_the_shutdown_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     from mcpsync import hosting
 
@@ -262,10 +246,6 @@ def _deploy_service() -> Service:
     return service
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a task started by ctx.run_task gets a fresh Context holding the call's MRTR answers (make_context(..., task=control) "
-    "with retry.answers) and numbers its keys from 1 again, so its first elicitation takes key elicitation-1, which the "
-    "pre-task question already used: the confirmation is never asked and is 'accepted' with the answer to another question"))
 def test_2026_a_question_asked_inside_run_task_is_asked_not_answered_by_the_question_before_the_task() -> None:
     with Server("deploys", services=[_deploy_service()], shutdown_timeout=1.0) as server:
         http = Endpoint(server.start_http("127.0.0.1", 0).port)
@@ -286,9 +266,6 @@ def test_2026_a_question_asked_inside_run_task_is_asked_not_answered_by_the_ques
 
 # -- 6. lastUpdatedAt moves with every lease renewal ---------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the keeper renews a lease through TaskRunner._save, whose record.changed(now, ...) also sets updated_at, so a task's "
-    "lastUpdatedAt (both forms) moves every third of the lease while nothing about the task changed"))
 def test_last_updated_at_does_not_move_when_only_the_lease_is_renewed() -> None:
     release = threading.Event()
     service = Service("jobs")
@@ -320,10 +297,6 @@ ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdef"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the task pool is one FIFO shared by all callers with no per-owner share of max_running (default 32 running vs "
-    "max_kept_per_owner 1,000), so one caller's long tasks, each within its own cap, hold every worker and queue "
-    "another caller's task behind all of them"))
 def test_another_caller_s_task_runs_while_one_caller_s_tasks_fill_the_pool_within_its_cap() -> None:
     release, bob_ran = threading.Event(), threading.Event()
     service = Service("jobs")

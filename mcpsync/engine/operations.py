@@ -254,8 +254,8 @@ def make_context(
         wants_log=wants_log,
         on_cancel=exchange.on_cancel,
         ask_client=exchange.ask if handshake else None,
-        answers=retry.answers,
-        state=retry.state,
+        answers=retry.answers if task is None else None,  # a task's questions are its own (SEP-2663: keys apart)
+        state=retry.state if task is None else None,
         ask_timeout=served.ask_timeout,
         seal=mrtr.sealer_for(served.request_states, call, unique=single_use) if task is None else None,
         principal=call.principal,

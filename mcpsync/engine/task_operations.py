@@ -139,10 +139,10 @@ def listened_tasks(served: Served, call: Call, requested: Any) -> list[str]:
     tasks/get would not find it. Asking at all needs the extension (-32021)."""
     if requested is None:
         return []
+    if not _declares_extension(call):  # before the shape, as for every tasks/* request
+        raise _missing_extension("subscriptions/listen with notifications.taskIds")
     if not isinstance(requested, list) or not all(isinstance(task_id, str) for task_id in requested):
         raise invalid_params("subscriptions/listen: notifications.taskIds must be a list of strings")
-    if not _declares_extension(call):
-        raise _missing_extension("subscriptions/listen with notifications.taskIds")
     if len(requested) > MAX_LISTENED_TASKS:
         raise invalid_params(f"subscriptions/listen: at most {MAX_LISTENED_TASKS} taskIds")
     owner, found = _owner(call), []

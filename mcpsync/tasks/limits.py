@@ -13,6 +13,10 @@ class TaskLimits:
 
     max_running: int = 32
     """Tasks whose functions run at once in this process; more wait for a worker."""
+    max_running_per_owner: int | None = None
+    """Of those, one caller's (one principal, one session of an open endpoint): its other tasks wait
+    for one of its own to end, so a caller filling the pool does not hold up anyone else's. None: half
+    of `max_running` (at least one)."""
     max_waiting: int = 1024
     """Tasks created but waiting for a worker; past it a call that would make one is refused."""
     max_kept: int = 10_000
@@ -32,6 +36,8 @@ class TaskLimits:
     """Seconds a running task's process vouches for it; a task unfinished past it has lost its process."""
 
     def __post_init__(self) -> None:
+        if self.max_running_per_owner is not None and self.max_running_per_owner < 1:
+            raise ValueError("TaskLimits.max_running_per_owner must be at least 1")
         for name in ("max_running", "max_kept", "max_kept_per_owner", "default_ttl_ms", "max_ttl_ms", "poll_interval_ms",
                      "max_result_bytes"):
             if getattr(self, name) < 1:
@@ -42,6 +48,11 @@ class TaskLimits:
             raise ValueError("TaskLimits.max_waiting must be at least 0")
         if not self.lease > 0:
             raise ValueError("TaskLimits.lease must be positive")
+
+    @property
+    def running_share(self) -> int:
+        """How many of one caller's tasks run at once (`max_running_per_owner`, or its default)."""
+        return self.max_running_per_owner if self.max_running_per_owner is not None else max(1, self.max_running // 2)
 
     def granted_ttl(self, requested: Any) -> int:
         """The TTL a client's request gets: its own, within bounds, else the default."""

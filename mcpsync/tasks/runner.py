@@ -24,6 +24,7 @@ signal, hand it an answer) goes through the `Running` entry this process keeps w
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import os
@@ -76,6 +77,9 @@ class TaskRunner:
         self._lock = threading.Lock()
         self._running: dict[str, Running] = {}  # running or waiting for a worker
         self._starting = 0  # places in the pool held by creations under way
+        self._held: dict[str | None, int] = {}  # each owner's tasks handed to the pool, running or queued there
+        self._parked: dict[str | None, deque[tuple[Running, Body]]] = {}  # each owner's tasks past its share
+        self._callbacks = WorkerPool("mcpsync-task-cancel", workers=4, backlog=1024)  # cancel callbacks, off the keeper
         self._closing = threading.Event()
         self._keeper: threading.Thread | None = None
 
@@ -116,12 +120,32 @@ class TaskRunner:
         finally:
             with self._lock:
                 self._starting -= 1
+        with self._lock:  # the caller's share of the workers: past it, its task waits its own turn
+            if self._held.get(owner, 0) >= self.limits.running_share:
+                self._parked.setdefault(owner, deque()).append((running, body))
+                return record
+            self._held[owner] = self._held.get(owner, 0) + 1
         if not self._pool.submit(lambda: self._run(running, body)):  # closed meanwhile
             with self._lock:
                 self._running.pop(record.task_id, None)
+                self._held[owner] -= 1
             self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server shut down before the task started"})
             raise McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down: no new task is started")
         return record
+
+    def _next_of(self, owner: str | None) -> None:
+        """A task of `owner` ended: its next parked task, if any, takes the worker place it left."""
+        with self._lock:
+            parked = self._parked.get(owner)
+            if not parked:
+                self._held[owner] -= 1
+                if not self._held[owner]:
+                    del self._held[owner]
+                return
+            running, body = parked.popleft()
+            if not parked:
+                del self._parked[owner]
+        self._pool.submit(lambda: self._run(running, body))  # refused only once closed: close() fails it
 
     def _created(self, *, form: str, tool: str, owner: str | None, requested_ttl: Any) -> TaskRecord:
         """A new task's record, kept in the store; the store's refusals as the caller answers them."""
@@ -154,6 +178,7 @@ class TaskRunner:
             if running.cancel.is_set():
                 return
             result = body(control)
+            size = len(ujson.dumps(result))  # a result JSON cannot write fails here, as a call's would
         except McpError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
@@ -164,7 +189,6 @@ class TaskRunner:
             self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": f"Internal error: {type(exc).__name__}"},
                          message=f"the task failed: {type(exc).__name__}")
         else:
-            size = len(ujson.dumps(result))
             if size > self.limits.max_result_bytes:  # kept for its whole TTL: the caps bound how many, this how big
                 message = f"the task's result is {size} bytes, more than the {self.limits.max_result_bytes} a task may keep"
                 self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": message}, message=message)
@@ -175,6 +199,7 @@ class TaskRunner:
         finally:
             with self._lock:
                 self._running.pop(running.record.task_id, None)
+            self._next_of(running.record.owner)
             for future in list(running.questions.values()):
                 future.cancel()
             for _, _, future in running.outbox:
@@ -376,7 +401,7 @@ class TaskRunner:
         if signal.get("cancel") is True:
             stored = self.store.load_task(running.record.task_id)
             if stored is None or stored.terminal:
-                self._signal_cancel(running)
+                self._ended_elsewhere(running, stored)
 
     def _hand_answers(self, running: Running, responses: dict[str, Any]) -> None:
         with running.changed:
@@ -441,11 +466,17 @@ class TaskRunner:
             for future in running.questions.values():
                 future.cancel()
             running.changed.notify_all()
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("a task's cancel callback raised")
+        if callbacks and not self._callbacks.submit(lambda: _run_callbacks(callbacks)):
+            _run_callbacks(callbacks)  # closed, or a thousand waiting: this thread, as a last resort
+
+    def _ended_elsewhere(self, running: Running, stored: TaskRecord | None) -> None:
+        """The task's record says it ended (cancelled through another replica) or is gone: what
+        waits on it here (a tasks/result) sees the record, and the function its cancel."""
+        if stored is not None:
+            with running.changed:
+                running.record = stored
+                running.changed.notify_all()
+        self._signal_cancel(running)
 
     def _start_keeper_locked(self) -> None:
         if self._keeper is None:
@@ -462,11 +493,19 @@ class TaskRunner:
                 try:
                     stored = self.store.load_task(task.record.task_id)
                     if stored is None or stored.terminal:
-                        self._signal_cancel(task)
+                        self._ended_elsewhere(task, stored)
                     else:
-                        self._save(task, lease_until=self._clock() + self.limits.lease)
+                        self._renew(task)
                 except McpsyncError as exc:  # the store is away: the lease runs on; next round
                     log.warning("renewing task %s's lease failed: %s", task.record.task_id, exc)
+
+    def _renew(self, running: Running) -> None:
+        """Push the task's lease out: nothing a client sees changes, `lastUpdatedAt` included."""
+        with running.changed:
+            stored = self.store.save_task(dataclasses.replace(running.record, lease_until=self._clock() + self.limits.lease))
+            running.record = stored
+        if stored.terminal:
+            self._ended_elsewhere(running, stored)
 
     def share_store(self, store: TaskStore) -> None:
         """Keep the records in `store`, the one the server's replicas share (`Server.use_bus`
@@ -496,6 +535,15 @@ class TaskRunner:
         keeper = self._keeper
         if keeper is not None:
             keeper.join(max(0.1, deadline - time.monotonic()))
+        self._callbacks.close(max(0.0, deadline - time.monotonic()))
+
+
+def _run_callbacks(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            log.exception("a task's cancel callback raised")
 
 
 def _quoted(name: str, value: Any) -> dict[str, str] | None:

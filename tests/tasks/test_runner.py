@@ -420,7 +420,7 @@ def test_a_task_cancelled_through_another_replica_is_stopped_by_its_keeper(runne
 # -- shutdown -------------------------------------------------------------------------------------
 
 def test_close_cancels_keeps_what_returns_in_time_fails_the_rest_and_leaves_no_thread() -> None:
-    runner = TaskRunner(limits=TaskLimits(max_running=2, max_waiting=2))
+    runner = TaskRunner(limits=TaskLimits(max_running=2, max_running_per_owner=2, max_waiting=2))
     release = threading.Event()
     started = threading.Semaphore(0)
 
