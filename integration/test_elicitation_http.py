@@ -214,7 +214,7 @@ class Asking:
             return f"{who} is {answer['content']['name']}"
 
     def pending(self, session_id: str) -> PendingAsks:
-        owner = self.app._sessions.find(session_id)
+        owner = self.app._directory.table.find(session_id)
         assert owner is not None
         return owner.asks
 

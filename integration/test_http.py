@@ -344,14 +344,14 @@ def test_a_client_hanging_up_mid_stream_cancels_the_request_and_frees_the_stream
         return "cancelled" if ctx.wait_cancelled(LONG) else "not cancelled"
 
     closed = threading.Event()
-    app = serving.app
-    original = app._stream_closed
+    requests = serving.app._requests  # the endpoint's part that runs and answers a request
+    original = requests._stream_closed
 
-    def stream_closed(exchange: Any, completed: bool) -> None:
-        original(exchange, completed)
+    def stream_closed(exchange: Any, completed: bool, *more: Any) -> None:
+        original(exchange, completed, *more)
         closed.set()
 
-    app._stream_closed = stream_closed
+    requests._stream_closed = stream_closed
     response = modern_post(serving.url, "tools/call", {"name": "hold", "_meta": modern_meta(progressToken="t")})
     assert response.getheader("Content-Type") == "text/event-stream"
     assert next(sse_messages(response))["method"] == "notifications/progress"
@@ -364,7 +364,7 @@ def test_a_client_hanging_up_mid_stream_cancels_the_request_and_frees_the_stream
     assert next(sse_messages(listen))["method"] == "notifications/subscriptions/acknowledged"
     hang_up(listen)
     assert closed.wait(LONG), "the server did not notice the listener went away"
-    assert not app._listens and app._streams == 0
+    assert not serving.app._listens._open and serving.app._state.streams == 0
     with mcpsync.connect(serving.url, mode="modern", timeout=LONG) as session:  # still serving
         assert session.call_tool("echo", {"text": "after"})["content"][0]["text"] == "after"
 
