@@ -6,7 +6,7 @@ with a `TokenVerifier` (`principal`): `JwtVerifier` (in `jwt`, needs the `mcpsyn
 `client/`: `connect(url, auth=...)` takes `HttpCredentials` (in `credentials`): `BearerToken`,
 `OAuth` (`oauth`: the whole login flow), `ClientCredentials` (`client_credentials`), with tokens
 kept in a `TokenStore` (`store`). `fetch` is the blocking JSON GET and form POST both sides use.
-All but the vocabulary are imported from here on first use, so that importing mcpsync (which a
+All but the principal's vocabulary are imported from here on first use, so that importing mcpsync (which a
 stdio server does) loads none of them, nor the HTTP client they fetch with.
 """
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .client.credentials import BearerToken, HttpCredentials
-from .resource.guard import Auth, AuthRefusal
 from .resource.principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 
 if TYPE_CHECKING:
+    from .client.credentials import BearerToken, HttpCredentials
+    from .resource.guard import Auth, AuthRefusal
     from .client.client_credentials import ClientCredentials
     from .client.discovery import OAuthError
     from .client.oauth import OAuth
@@ -50,6 +50,10 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Auth": ".resource.guard",
+    "AuthRefusal": ".resource.guard",
+    "BearerToken": ".client.credentials",
+    "HttpCredentials": ".client.credentials",
     "JwtVerifier": ".resource.jwt",
     "IntrospectionVerifier": ".resource.introspection",
     "StaticTokens": ".resource.static",

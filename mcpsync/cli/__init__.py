@@ -4,23 +4,50 @@
 `clients` (tools, call, listen), `tasks` (tasks, and what call --task does) and `login` (login,
 logout, with `_login`). Each command parses its options, builds the library's objects and calls
 them: what a command does, a Python program does with the same calls. The entry point is `mcpsync.cli:cli`.
+
+A family's module is imported when one of its commands runs (or `--help` lists them all), not
+before: `mcpsync serve` starts without the client commands' imports, and start-up is most of
+what a host waits for before the first answer.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from .._version import __version__
-from . import clients, login, serve, tasks  # the modules stay the package's attributes (tests patch in them)
 
 __all__ = ["cli"]
 
+COMMANDS = {
+    "serve": ("serve", "serve"),
+    "tools": ("clients", "tools"),
+    "call": ("clients", "call"),
+    "listen": ("clients", "listen"),
+    "tasks": ("tasks", "tasks"),
+    "login": ("login", "login"),
+    "logout": ("login", "logout"),
+}
+"""Each command's module in this package and its name there (`--help` lists them sorted, as click does)."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Commands(click.Group):
+    """The group whose commands are imported from their modules when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = COMMANDS.get(cmd_name)
+        if found is None:
+            return None
+        module, name = found
+        command: click.Command = getattr(importlib.import_module(f".{module}", __name__), name)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mcpsync")
 def cli() -> None:
     """mcpsync: a synchronous Model Context Protocol server, gateway and client."""
-
-
-for _command in (serve.serve, clients.tools, clients.call, clients.listen, tasks.tasks, login.login, login.logout):
-    cli.add_command(_command)
