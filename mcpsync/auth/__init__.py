@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from .resource.principal import InsufficientScope, InvalidToken, Principal, TokenVerifier, VerifierUnavailable
 
 if TYPE_CHECKING:
-    from .client.credentials import BearerToken, HttpCredentials
-    from .resource.guard import Auth, AuthRefusal
     from .client.client_credentials import ClientCredentials
+    from .client.credentials import BearerToken, HttpCredentials
     from .client.discovery import OAuthError
     from .client.oauth import OAuth
     from .client.store import FileTokenStore, MemoryTokenStore, TokenStore
+    from .resource.guard import Auth, AuthRefusal
     from .resource.introspection import IntrospectionVerifier
     from .resource.jwt import JwtVerifier
     from .resource.static import StaticTokens
