@@ -24,12 +24,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -38,8 +33,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from fixtures.nginx import Nginx
-from wire import REPO_ROOT, base_env, has_traceback
+from fixtures.instances import Balancer, Instance
+from wire import has_traceback
 
 from mcpsync.bus.store import RETRY_AFTER
 from mcpsync.tasks.record import TASKS_EXTENSION
@@ -66,106 +61,8 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}},
 }
 NAMED = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
-WORKER_READY = re.compile(rb"mcpsync: worker process (\d+) is serving\n")
-SERVING = re.compile(rb"serving MCP over HTTP at http://127\.0\.0\.1:(\d+)/mcp ")
 
 T = TypeVar("T")
-
-
-# -- the deployment (as test_session_replicas.py's) -----------------------------------------------
-
-def _port(stderr: bytes) -> int | None:
-    found = SERVING.search(stderr)
-    return int(found.group(1)) if found else None
-
-
-def _two_workers(stderr: bytes) -> list[int] | None:
-    found = [int(pid) for pid in WORKER_READY.findall(stderr)]
-    return found if len(found) >= 2 else None
-
-
-class Instance:
-    """`mcpsync serve --http 127.0.0.1:0 --processes 2 --bus URL replica_tasks_app.py`: its master's
-    port and its workers' pids, once all said so on stderr (drained by a thread for its whole life,
-    so a worker can never block on a full pipe)."""
-
-    def __init__(self, bus: str, state: Path) -> None:
-        env = base_env(REPLICA_TASKS_STATE=str(state), REPLICA_TASKS_LEASE=str(LEASE))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpsync", "serve", "--http", "127.0.0.1:0", "--processes", "2", "--bus", bus, str(APP)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env=env, cwd=str(REPO_ROOT), start_new_session=True,
-        )
-        self._stderr = bytearray()
-        self._changed = threading.Condition()
-        self._ended = False
-        self._drain = threading.Thread(target=self._read, name="replica-stderr", daemon=True)
-        self._drain.start()
-        self.port = int(self._wait(_port, "its port"))
-        self.pids: list[int] = self._wait(_two_workers, "2 workers serving")
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        while chunk := os.read(self.proc.stderr.fileno(), 65536):
-            with self._changed:
-                self._stderr += chunk
-                self._changed.notify_all()
-        with self._changed:
-            self._ended = True
-            self._changed.notify_all()
-
-    def _wait(self, found: Callable[[bytes], Any], what: str) -> Any:
-        with self._changed:
-            result = None
-
-            def ready() -> bool:
-                nonlocal result
-                result = found(bytes(self._stderr))
-                return bool(result) or self._ended
-
-            self._changed.wait_for(ready, LONG)
-        if not result:
-            self.kill()
-            pytest.fail(f"the instance did not report {what}:\n{self.log()}", pytrace=False)
-        return result
-
-    def log(self) -> str:
-        with self._changed:
-            return bytes(self._stderr).decode(errors="replace")
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        """SIGKILL to the master and its workers at once (a crashed machine), and reap the master."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(LONG)
-        self._drain.join(LONG)
-
-    def stop(self) -> None:
-        """SIGTERM (the graceful stop), SIGKILL to the group if it is not over within LONG."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(LONG)
-            except subprocess.TimeoutExpired:
-                pass
-        self.kill()
-
-
-class Balancer(Nginx):
-    """The fixture's nginx, telling each client which upstream answered (`X-Upstream`)."""
-
-    def config(self) -> str:
-        anchor = "proxy_pass http://replicas;"
-        config = super().config()
-        assert anchor in config
-        return config.replace(anchor, f"{anchor}\n            add_header X-Upstream $upstream_addr always;")
 
 
 # -- raw 2026-07-28 HTTP ----------------------------------------------------------------------------
@@ -300,7 +197,7 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
         redis.start()
         instances: list[Instance] = []
         for _ in range(2):
-            instance = Instance(redis.url, tmp_path)
+            instance = Instance(APP, redis.url, {"REPLICA_TASKS_STATE": str(tmp_path), "REPLICA_TASKS_LEASE": str(LEASE)})
             stack.callback(instance.stop)
             instances.append(instance)
         balancer = Balancer(upstreams=[("127.0.0.1", instance.port) for instance in instances])
