@@ -35,7 +35,8 @@ from ..errors import CallTimeout, McpsyncError, ProtocolViolation
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import META_CLIENT_CAPABILITIES, Era
 from ..tasks.record import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, TASKS_EXTENSION, TERMINAL, WORKING
-from ._input_required import Handlers, answer_questions, parse_input_required
+from ._input_required import Session as RoundsSession
+from ._input_required import answer_questions, parse_input_required
 from ._pending import PendingCall, Progress
 
 DEFAULT_POLL_INTERVAL = 1.0
@@ -79,22 +80,11 @@ class TaskStatus:
         return self.status in TERMINAL
 
 
-class Session(Protocol):
-    """The session as the tasks see it (a `ClientSession`)."""
+class Session(RoundsSession, Protocol):
+    """The session as the tasks see it (a `ClientSession`): as the input rounds see it (a task's
+    questions are answered the same way), and what it says the server offers."""
 
-    timeout: float
-    era: Era | None
     server_capabilities: dict[str, Any]
-
-    @property
-    def _handlers(self) -> Handlers: ...
-
-    @property
-    def _ending(self) -> threading.Event: ...
-
-    def request(
-        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None, progress: Progress | None = None
-    ) -> dict[str, Any]: ...
 
     def start_request(
         self, method: str, params: dict[str, Any] | None = None, *, progress: Progress | None = None, timeout: float | None = None
