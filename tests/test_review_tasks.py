@@ -22,13 +22,12 @@ from mcpsync import Context, Server, Service
 from mcpsync.auth import Auth
 from mcpsync.auth.resource.principal import Principal
 from mcpsync.auth.resource.static import StaticTokens
-from mcpsync.protocol.versions import Era
 from mcpsync.tasks import MemoryTaskStore, TaskLimits, TaskRecord, TaskRunner
-from mcpsync.tasks.control import UNTOLD, TaskControl
 from mcpsync.tasks.record import LEGACY, MODERN
 
 from ._timeouts import LONG
 from .tasks.http_client import Answer, Endpoint
+from .tasks.test_runner import context
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -45,25 +44,6 @@ def until(predicate: Callable[[], Any], what: str, within: float = LONG) -> Any:
             return value
         assert time.monotonic() < deadline, f"never: {what}"
         time.sleep(0.01)
-
-
-def context(control: TaskControl) -> Context:
-    """The function's `Context` on a task's control, as the engine builds it (`make_context`)."""
-    legacy = control.form == LEGACY
-    return Context(
-        request_id=1,
-        era=Era.HANDSHAKE if legacy else Era.MODERN,
-        protocol_version=control.form,
-        client_info=None,
-        client_capabilities={"elicitation": {}},
-        progress_token=UNTOLD,
-        notify=control.notify,
-        cancel_event=control.cancel_event,
-        wants_log=lambda level: True,
-        on_cancel=control.on_cancel,
-        ask_client=control.ask,
-        ask_keyed=None if legacy else control.ask_keyed,
-    )
 
 
 def start(runner: TaskRunner, body: Callable[[Context], dict[str, Any]], *, form: str = MODERN) -> TaskRecord:
