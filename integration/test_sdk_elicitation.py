@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from wire import FIXTURES, has_traceback, read_serving_url, spawn_http_server
+from wire import FIXTURES, HttpServer, has_traceback, spawn_http_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,30 +56,6 @@ SIGN_IN_URL = "https://example.com/sign-in?session=asking-app"
 ASKING_STEPS = ("ask_name", "confirm_delete", "ask_url", "ask_model", "list_roots", "ask_all", "two_step", "greeting", "roots_resource")
 
 
-class HttpServer:
-    """`python -m mcpsync serve --http 127.0.0.1:0 asking_app.py` as a child; `.url` once it listens."""
-
-    def __init__(self) -> None:
-        self.proc = spawn_http_server(str(APP))
-        url, self.stderr = read_serving_url(self.proc, LONG)
-        if url is None:
-            self.stop()
-            pytest.fail(f"the HTTP server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
-        self.url = url
-
-    def stop(self) -> str:
-        """SIGTERM (SIGKILL if it lingers); all of its stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, rest = self.proc.communicate(timeout=LONG)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            _, rest = self.proc.communicate(timeout=LONG)
-            rest += b"\n<killed: did not exit within LONG after SIGTERM>"
-        return (self.stderr + rest).decode(errors="replace")
-
-
 @pytest.fixture(scope="module")
 def run_for(peers_python: str, bounded: Any, repo_root: Path) -> Any:
     """(transport, mode) -> {"summary", "serverStderr"}. Each runs once per module, on first use;
@@ -102,7 +76,7 @@ def run_for(peers_python: str, bounded: Any, repo_root: Path) -> Any:
         server = None
         if transport == "http":
             try:
-                server = HttpServer()
+                server = HttpServer(spawn_http_server(str(APP)), LONG)
             except pytest.fail.Exception as not_started:  # remembered like a driver failure
                 return str(not_started)
             args += ["--url", server.url]

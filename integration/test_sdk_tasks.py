@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wire import FIXTURES, HANDSHAKE_VERSION, ServerProcess, base_env, has_traceback, legacy_init, read_serving_url, serve_argv, spawn_http_server
+from wire import FIXTURES, HANDSHAKE_VERSION, HttpServer, ServerProcess, base_env, has_traceback, legacy_init, serve_argv, spawn_http_server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,31 +56,6 @@ def sdk_dir(node: str, npm_entry: Callable[[str], str], repo_root: Path) -> Path
     return repo_root / ".peers-npm" / "node_modules" / "@modelcontextprotocol" / "sdk"
 
 
-class HttpServer:
-    """A server child that names its URL on stderr (`mcpsync serve --http 127.0.0.1:0`, or the
-    TypeScript fixture); `.url` once it listens. Leaves its own session, so a kill takes it all."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        url, self.stderr = read_serving_url(self.proc, LONG)
-        if url is None:
-            self.stop()
-            pytest.fail(f"the HTTP server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
-        self.url = url
-
-    def stop(self) -> str:
-        """SIGTERM (SIGKILL if it lingers); all of its stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, rest = self.proc.communicate(timeout=LONG)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            _, rest = self.proc.communicate(timeout=LONG)
-            rest += b"\n<killed: did not exit within LONG after SIGTERM>"
-        return (self.stderr + rest).decode(errors="replace")
-
-
 @pytest.fixture(scope="module")
 def run_for(node: str, sdk_dir: Path, bounded: Any, repo_root: Path) -> Callable[[str], dict[str, Any]]:
     """transport -> {"report", "serverStderr"}. Each transport runs once per module, on first use; a
@@ -101,7 +75,7 @@ def run_for(node: str, sdk_dir: Path, bounded: Any, repo_root: Path) -> Callable
         server = None
         if transport == "http":
             try:
-                server = HttpServer(spawn_http_server(str(APP)))
+                server = HttpServer(spawn_http_server(str(APP)), LONG)
             except pytest.fail.Exception as not_started:  # remembered like a driver failure
                 return str(not_started)
             args += ["--url", server.url]
@@ -387,7 +361,7 @@ def http_rpc(url: str, message: dict[str, Any], session: str | None = None) -> t
 def test_the_typescript_task_server_over_http(node: str, sdk_dir: Path) -> None:
     process = subprocess.Popen([node, str(TS_SERVER), str(sdk_dir), "http", "0"], stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    server = HttpServer(process)
+    server = HttpServer(process, LONG)
     try:
         init = {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "0"}}
         headers, (opened,) = http_rpc(server.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})

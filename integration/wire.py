@@ -17,13 +17,15 @@ import json
 import os
 import queue
 import select
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -103,6 +105,35 @@ def read_serving_url(proc: subprocess.Popen[bytes], within: float) -> tuple[str 
     return stderr.split(READY, 1)[1].split()[0].decode(), stderr
 
 
+class HttpServer:
+    """A server child that names its URL on stderr (`mcpsync serve --http 127.0.0.1:0`, or a
+    TypeScript fixture that says the same); `.url` once it listens. Started in its own session
+    (as `spawn_http_server` does), so a kill takes all of it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], within: float = 10.0) -> None:
+        import pytest  # only the tests that start such a child need it
+
+        self.proc = proc
+        self.within = within
+        url, self.stderr = read_serving_url(self.proc, within)
+        if url is None:
+            self.stop()
+            pytest.fail(f"the HTTP server did not start:\n{self.stderr.decode(errors='replace')}", pytrace=False)
+        self.url = url
+
+    def stop(self) -> str:
+        """SIGTERM (SIGKILL if it lingers); all of its stderr."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, rest = self.proc.communicate(timeout=self.within)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            _, rest = self.proc.communicate(timeout=self.within)
+            rest += b"\n<killed: did not exit in time after SIGTERM>"
+        return (self.stderr + rest).decode(errors="replace")
+
+
 def modern_meta(**extra: Any) -> dict[str, Any]:
     """The 2026-07-28 `_meta` envelope, plus any extra keys given verbatim (e.g. progressToken)."""
     meta: dict[str, Any] = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}
@@ -163,7 +194,7 @@ class ServerProcess:
         self._stderr_mark = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.PIPE,
