@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from mcpsync.tasks.store import MemoryTaskStore, TaskStore
 
 from .._timeouts import LONG
 from .redis_server import RedisServer
+from .test_store import run_together
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -94,28 +94,6 @@ def backend(request: pytest.FixtureRequest, namespace: str) -> Iterator[Backend]
         yield made
     finally:
         made.close()
-
-
-def run_together(count: int, work: Callable[[int], None]) -> None:
-    """Run work(0..count-1) on as many threads released at once by a barrier; re-raise a failure."""
-    start = threading.Barrier(count)
-    failures: list[BaseException] = []
-
-    def run(n: int) -> None:
-        try:
-            start.wait(LONG)
-            work(n)
-        except BaseException as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=(n,), name=f"task-store-test-{n}") for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(LONG)
-    assert not any(thread.is_alive() for thread in threads)
-    if failures:
-        raise failures[0]
 
 
 def everything(store: TaskStore, owner: str | None) -> list[TaskRecord]:
