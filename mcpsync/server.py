@@ -21,12 +21,17 @@ from ._process import graceful_signals
 from ._process import isolate_stdio as isolate_stdio
 from ._version import __version__
 from .catalog.catalog import Catalog
+from .catalog.context import Context
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
 from .engine.session import Session
 from .errors import McpsyncError
 from .protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from .protocol.versions import Era
+from .tasks.control import UNTOLD, TaskControl
+from .tasks.record import LEGACY as LEGACY_FORM
+from .tasks.record import MODERN as MODERN_FORM
 from .tasks.runner import TaskRunner
 from .transport.http.options import (
     DEFAULT_MAX_SESSIONS_PER_CALLER,
@@ -38,6 +43,7 @@ from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT, StdioServer
 if TYPE_CHECKING:
     from .auth.client.credentials import HttpCredentials
     from .auth.resource.guard import Auth
+    from .auth.resource.principal import Principal
     from .bus import Bus
     from .bus.store import Store
     from .gateway.remote import RemoteSource
@@ -258,6 +264,31 @@ class Server:
     def remove_remote(self, name: str) -> None:
         """Stop proxying an upstream (its child is stopped); clients are told."""
         self.catalog.remove_remote(name)
+
+    def start_task(self, fn: Callable[[Context], Any], *, name: str | None = None, owner: Principal | None = None,
+                   form: str = MODERN_FORM) -> str:
+        """Run `fn(ctx)` as a task of this server's, outside any request, and return its id: for a
+        program that starts the long job itself (a web page's button, a schedule) and hands a
+        client the id to follow (`tasks/get`, `session.task(id)`). `fn` runs on the task pool with
+        the task's `Context` (cancellation, progress messages; it has no client to ask); what it
+        returns becomes the result as a tool's return value does (`name`: the tool it is shown as,
+        by default the function's). `owner`: whose it is, the `Principal` of the client meant to
+        read it on an endpoint with `Auth` (None: any client of an open endpoint, or stdio's);
+        `form`: "2026-07-28" or "2025-11-25", the form of the clients that will read it."""
+        if form not in (MODERN_FORM, LEGACY_FORM):
+            raise ValueError(f"form must be {MODERN_FORM!r} or {LEGACY_FORM!r}")
+        tool = Tool(fn, name=name)
+        if not tool.takes_context and tool.input_schema.get("required"):
+            raise TypeError(f"start_task: {tool.name} must take no arguments but its Context")
+        era = Era.MODERN if form == MODERN_FORM else Era.HANDSHAKE
+
+        def body(control: TaskControl) -> dict[str, Any]:
+            ctx = Context(request_id=None, era=era, protocol_version=form, client_info=None, client_capabilities={}, progress_token=UNTOLD,
+                          notify=control.notify, cancel_event=control.cancel_event, wants_log=lambda level: False, on_cancel=control.on_cancel)
+            return tool.to_result(tool.invoke({}, ctx))
+
+        key = owner.key if owner is not None else None
+        return self.engine.tasks.create(form=form, tool=tool.name, owner=key, requested_ttl=None, body=body).task_id
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell subscribed clients that the content at `uri` changed (subscriptions to a parent
