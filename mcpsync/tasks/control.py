@@ -41,6 +41,7 @@ class Running:
         self.outbox: deque[tuple[str, dict[str, Any], concurrent.futures.Future[dict[str, Any]]]] = deque()  # 2025-11-25, unsent
         self.asking: set[concurrent.futures.Future[dict[str, Any]]] = set()  # 2025-11-25, sent or not, unanswered
         self.carriers: list[Carrier] = []
+        self.remote_carriers: dict[str, Carrier] = {}  # tasks/result waiting on other replicas, by replica
         self.notifiers: list[Callable[[str, dict[str, Any]], None]] = []
 
 

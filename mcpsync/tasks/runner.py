@@ -44,6 +44,7 @@ from ..protocol.jsonrpc import ErrorCode, McpError
 from .control import Body, Carrier, Running, TaskControl
 from .limits import TaskLimits
 from .record import CANCELLED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, tool_error_status
+from .remote import CarrierGone, RemoteCarriage
 from .store import MemoryTaskStore, TaskStore, reaching_store
 
 log = logging.getLogger("mcpsync")
@@ -74,6 +75,7 @@ class TaskRunner:
         self._pool = WorkerPool("mcpsync-task", workers=self.limits.max_running, backlog=self.limits.max_waiting + self.limits.max_running)
         self._listeners: list[Callable[[TaskRecord], None]] = []
         self._relay: Callable[[dict[str, Any]], None] | None = None
+        self._remote = RemoteCarriage(self.replica, lambda: self._relay)
         self._lock = threading.Lock()
         self._running: dict[str, Running] = {}  # running or waiting for a worker
         self._starting = 0  # places in the pool held by creations under way
@@ -301,6 +303,10 @@ class TaskRunner:
         future = asked[2]
         if done.cancelled() or (done.exception() is not None and not isinstance(done.exception(), McpError)):
             with running.changed:  # the carrier ended before the client answered: another asks again
+                if not done.cancelled() and isinstance(done.exception(), CarrierGone):  # a replica's tasks/result that is over
+                    running.remote_carriers = {where: kept for where, kept in running.remote_carriers.items() if kept is not carrier}
+                    if carrier in running.carriers:
+                        running.carriers.remove(carrier)
                 if running.cancel.is_set() or future.done():
                     return
                 running.outbox.appendleft(asked)
@@ -391,10 +397,18 @@ class TaskRunner:
     def relayed(self, signal: dict[str, Any]) -> None:
         """A signal another replica sent about a task: acted on when the task runs here, else ignored."""
         task_id = signal.get("taskId")
+        to = signal.get("to")
+        if not isinstance(task_id, str) or (to is not None and to != self.replica):
+            return
+        if isinstance(signal.get("question"), dict):
+            self._remote.question(task_id, signal["question"])
+        if isinstance(signal.get("answer"), dict):
+            self._remote.answered(signal["answer"])
         with self._lock:
-            running = self._running.get(task_id) if isinstance(task_id, str) else None
+            running = self._running.get(task_id)
         if running is None:
             return
+        self._remote_carrier(running, signal.get("carrier"), signal.get("carrier_gone"))
         answers = signal.get("answers")
         if isinstance(answers, dict):
             self._hand_answers(running, answers)
@@ -402,6 +416,22 @@ class TaskRunner:
             stored = self.store.load_task(running.record.task_id)
             if stored is None or stored.terminal:
                 self._ended_elsewhere(running, stored)
+
+    def _remote_carrier(self, running: Running, arrived: Any, gone: Any) -> None:
+        """A tasks/result waiting on another replica for this task announced itself (`arrived`), or
+        ended (`gone`): it carries the task's questions, as a local one does, while it lasts."""
+        if isinstance(gone, str):
+            with running.changed:
+                carrier = running.remote_carriers.pop(gone, None)
+                if carrier is not None:
+                    running.carriers.remove(carrier)
+        if isinstance(arrived, str) and arrived != self.replica:
+            with running.changed:
+                if arrived in running.remote_carriers:
+                    return
+                carrier = running.remote_carriers[arrived] = self._remote.carrier(running.record.task_id, arrived)
+                running.carriers.append(carrier)
+            self._flush(running)
 
     def _hand_answers(self, running: Running, responses: dict[str, Any]) -> None:
         with running.changed:
@@ -422,8 +452,10 @@ class TaskRunner:
         record = self.load(task_id, owner)
         with self._lock:
             running = self._running.get(record.task_id)
-        if running is None:
-            while not record.terminal and not cancelled():  # runs elsewhere: read its record at its pace
+        if running is None:  # runs elsewhere: read its record at its pace, carrying its questions
+            if carrier is not None and self._relay is not None:
+                return self._remote.wait(record, carrier, lambda: self.load(task_id, owner), cancelled, slice_seconds)
+            while not record.terminal and not cancelled():
                 time.sleep(min(slice_seconds, record.poll_interval_ms / 1000))
                 record = self.load(task_id, owner)
             return record

@@ -204,3 +204,87 @@ def _poll(replica: Replica, task_id: str, until: Any) -> dict[str, Any]:
     finally:
         deadline.cancel()
     raise AssertionError(f"task {task_id} never reached the state awaited: {task}")
+
+
+def test_a_2025_tasks_question_is_carried_by_a_tasks_result_waiting_on_the_other_replica(redis_url: str) -> None:
+    """2025-11-25: the task runs on A, its client's tasks/result reaches B (one shared session):
+    B announces itself over the bus, A sends the question there, B asks on its own stream, the
+    client answers (its POST landing on A), and the answer goes back to A's function; then B's
+    tasks/result answers with the task's result."""
+    answers: list[Any] = []
+    replicas = [Replica(Server(name, services=[asking_service(answers)], bus=redis_url, tasks=TaskRunner(limits=TaskLimits(lease=LEASE))))
+                for name in ("a", "b")]
+    a, b = replicas
+    try:
+        session = _handshake(a.port)
+        created = _legacy(a.port, session, 1, "tools/call", {"name": "confirm", "arguments": {"filename": "b.txt"}, "task": {}})
+        task_id = created["result"]["task"]["taskId"]
+
+        waiting = http.client.HTTPConnection("127.0.0.1", b.port, timeout=LONG)
+        waiting.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": task_id}}),
+                        _legacy_headers(session))
+        stream = SseStream(waiting.getresponse())
+        question = stream.message()[1]
+        assert question["method"] == "elicitation/create" and "id" in question
+        assert question["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+        posted = _legacy(a.port, session, None, None, {"confirm": True}, answering=question["id"])
+        assert posted is None, "an answer is accepted with 202 and no body"
+        final = stream.message()[1]
+        while final.get("id") != 2:
+            final = stream.message()[1]
+        assert final["result"]["content"][0]["text"] == "deleted b.txt"
+        assert answers == [{"action": "accept", "content": {"confirm": True}}]
+        waiting.close()
+    finally:
+        for replica in replicas:
+            replica.server.close(LONG)
+
+
+def _legacy_headers(session: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return headers
+
+
+def _handshake(port: int) -> str:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=LONG)
+    try:
+        params = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}
+        connection.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}),
+                           _legacy_headers(None))
+        response = connection.getresponse()
+        session = response.getheader("Mcp-Session-Id")
+        response.read()
+        assert session is not None
+    finally:
+        connection.close()
+    assert _legacy(port, session, None, "notifications/initialized", {}) is None
+    return session
+
+
+def _legacy(port: int, session: str, request_id: Any, method: str | None, params: dict[str, Any], *, answering: Any = None) -> Any:
+    """One handshake-era POST: a request (its response), a notification, or the answer to the
+    server's request `answering` (`params` its result): None for a 202."""
+    if answering is not None:
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": answering, "result": {"action": "accept", "content": params}}
+    elif request_id is None:
+        frame = {"jsonrpc": "2.0", "method": method, "params": params}
+    else:
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=LONG)
+    try:
+        connection.request("POST", "/mcp", json.dumps(frame), _legacy_headers(session))
+        response = connection.getresponse()
+        if response.status == 202:
+            response.read()
+            return None
+        if response.getheader("Content-Type") == "text/event-stream":
+            stream = SseStream(response)
+            message = stream.message()[1]
+            while message.get("id") != request_id:
+                message = stream.message()[1]
+            return message
+        return json.loads(response.read())
+    finally:
+        connection.close()
