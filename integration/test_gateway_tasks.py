@@ -66,3 +66,25 @@ def test_cancelling_through_the_gateway_cancels_the_sdks_task(node: str, sdk_dir
                 assert time.monotonic() < deadline, f"the SDK's task is {statuses}"
     finally:
         gateway.close(LONG)
+
+
+@pytest.mark.parametrize("down_mode", ["legacy", "modern"])
+def test_the_sdks_task_question_reaches_the_gateways_client(node: str, sdk_dir: Path, down_mode: str) -> None:
+    """The SDK's `confirm_delete` task asks (its queued elicitation, carried by the gateway's
+    tasks/result with related-task _meta); the gateway asks its own client through its task, and
+    the answer goes back up to the SDK's task."""
+    asked: list[dict[str, object]] = []
+
+    def elicitation(params: dict[str, object]) -> dict[str, object]:
+        asked.append(params)
+        return {"action": "accept", "content": {"confirm": True}}
+
+    gateway = Server("gateway")
+    gateway.add_remote("sdk", [node, str(TS_SERVER), str(sdk_dir), "stdio"], mode="legacy")
+    try:
+        with mcpsync.connect(gateway, mode=down_mode, elicitation=elicitation) as session:
+            task = session.call_tool("confirm_delete", {"filename": "old.log"}, task=True)
+            assert task.result(timeout=LONG)["content"] == [{"type": "text", "text": "Deleted old.log"}]
+            assert len(asked) == 1 and "old.log" in str(asked[0]["message"])
+    finally:
+        gateway.close(LONG)

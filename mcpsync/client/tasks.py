@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from ..errors import CallTimeout, McpsyncError, ProtocolViolation
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import META_CLIENT_CAPABILITIES, Era
-from ..tasks.record import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, TASKS_EXTENSION, TERMINAL, WORKING
+from ..tasks.record import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, RELATED_TASK, TASKS_EXTENSION, TERMINAL, WORKING
 from ._input_required import Session as RoundsSession
 from ._input_required import answer_questions, parse_input_required
 from ._pending import PendingCall, Progress
@@ -358,6 +358,9 @@ class TaskHandle:
         if not fresh:
             return False
         questions, _ = parse_input_required("tasks/get", {"inputRequests": fresh})
+        for question in questions.values():  # a callback knows whose question it is, as in 2025-11-25
+            params = question.get("params") or {}
+            question["params"] = {**params, "_meta": {**(params.get("_meta") or {}), RELATED_TASK: {"taskId": current.task_id}}}
         try:
             answers = answer_questions(self._session._handlers, "tasks/update", questions, deadline, math.inf if timeout is None else timeout)
         except CallTimeout as exc:

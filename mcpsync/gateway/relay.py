@@ -81,6 +81,7 @@ from ..catalog.questions import ELICIT, KINDS, ROOTS, Question, checked_answer, 
 from ..errors import CallCancelled, CallTimeout, McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from ..protocol.versions import Era
+from ..tasks.record import RELATED_TASK
 from .forwarded import Failure, ForwardedCall, PendingQuestion, UpstreamCall, UpstreamRound, strip_era_fields
 
 log = logging.getLogger("mcpsync")
@@ -135,6 +136,7 @@ class Relay:
         self._in_flight: dict[int, UpstreamCall] = {}  # the upstream has not answered yet
         self._parked: dict[str, UpstreamCall] = {}  # waiting for the downstream's retry
         self._rounds = WorkerPool("mcpsync-relay-ask", workers=ROUND_WORKERS, backlog=ROUND_BACKLOG)
+        self._tasks: dict[str, Context] = {}  # the upstream's tasks a task of ours waits on, by their id: whose questions they are
 
     # -- forwarding ------------------------------------------------------------------------------
     def forward(self, session: Any, method: str, params: dict[str, Any], ctx: Context) -> ForwardedCall:
@@ -358,8 +360,13 @@ class Relay:
         expects (the result object); raises McpError for the upstream's error response."""
         if method == ROOTS and self.roots is not None:
             return {"roots": [dict(root) for root in self.roots]}
+        related = ((params or {}).get("_meta") or {}).get(RELATED_TASK)
         with self._lock:
             in_flight = [call for call in self._in_flight.values() if call.final is None]
+            task_id = related.get("taskId") if isinstance(related, dict) else None
+            asker = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        if asker is not None:
+            return self._ask_for_task(asker, method, params)
         if len(in_flight) != 1 and method == ROOTS:
             return {"roots": self._client_roots(self.call_timeout) if self._client_roots is not None else []}
         if len(in_flight) != 1:
@@ -377,6 +384,28 @@ class Relay:
         if call.era is Era.HANDSHAKE:
             return self._ask_now(call, question)
         return self._park(call, question)
+
+    def asking_for(self, task_id: str, ctx: Context | None) -> None:
+        """The upstream's task `task_id` has its questions asked through `ctx`, the context of the
+        task of ours that waits on it (None: no longer). Its questions name it (related-task
+        `_meta`, which mcpsync's client also gives a 2026-07-28 task's questions)."""
+        with self._lock:
+            if ctx is None:
+                self._tasks.pop(task_id, None)
+            else:
+                self._tasks[task_id] = ctx
+
+    def _ask_for_task(self, ctx: Context, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """An upstream task's question, asked of our task's client (its inputRequests, or a request
+        on its tasks/result) on this callback thread, which waits for the answer."""
+        question = Question(method, {k: v for k, v in params.items() if k != "_meta"})
+        try:
+            answer: dict[str, Any] = ctx.ask(question, timeout=self.call_timeout)[0]
+            return answer
+        except McpError:
+            raise
+        except McpsyncError as exc:
+            raise McpError(ErrorCode.INTERNAL_ERROR, f"no answer from the client: {exc}", {"upstream": self.upstream}) from None
 
     def _ask_now(self, call: UpstreamCall, question: Question) -> dict[str, Any]:
         """Handshake-era downstream: a real request on the call's own downstream request."""

@@ -490,7 +490,7 @@ class RemoteSource:
         session = self._session
         if session is None:
             raise self._unavailable()
-        return run_upstream_task(self.name, session, name, arguments, ctx, self.options.call_timeout)
+        return run_upstream_task(self.name, session, name, arguments, ctx, self.options.call_timeout, self._relay)
 
     def forward(self, method: str, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         """Send one request upstream on behalf of a client and wait for the answer."""

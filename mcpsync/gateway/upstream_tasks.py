@@ -15,9 +15,9 @@ the gateway, and the gateway polls the upstream.
   is an error naming it.
 - An upstream that answers at once (it chose not to make a task) is answered at once too.
 
-What is not relayed: the questions an upstream task asks. They come to the gateway's client
-session outside any forwarded call, so the relay cannot tell whose they are, and refuses them
-(relay.py); the upstream task then goes on as its function decides.
+- The upstream task's questions are our task's: they name their task (related-task `_meta`), so
+  the relay (`Relay.asking_for`) asks them through our task's context, as a local function's
+  questions are asked (its `inputRequests`, or a request on its `tasks/result`).
 """
 
 from __future__ import annotations
@@ -30,24 +30,32 @@ from ..client.tasks import TaskCancelled, TaskHandle
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from .forwarded import strip_era_fields
+from .relay import Relay
 
 log = logging.getLogger("mcpsync")
 
 
-def run_upstream_task(upstream: str, session: Any, name: str, arguments: dict[str, Any], ctx: Context, timeout: float) -> dict[str, Any]:
+def run_upstream_task(upstream: str, session: Any, name: str, arguments: dict[str, Any], ctx: Context, timeout: float,
+                      questions: Relay) -> dict[str, Any]:
     """Call `name` on the upstream as a task and wait for it, as the gateway task's function;
-    `timeout` bounds each request to the upstream (not the task, which runs as long as it runs)."""
+    `timeout` bounds each request to the upstream (not the task, which runs as long as it runs);
+    `questions`: the upstream's relay, told whose the upstream task's questions are."""
     try:
         handle: TaskHandle = session.call_tool(name, arguments, task=True, timeout=timeout)
-        if handle.task_id is None:
+        task_id = handle.task_id
+        if task_id is None:
             return strip_era_fields(dict(handle.result()))
         ctx.on_cancel(lambda: _cancel(upstream, handle, timeout))
-        step = 0
-        for status in handle.statuses():
-            if status.message is not None:
-                step += 1
-                ctx.progress(step, message=status.message)
-        return strip_era_fields(dict(handle.result(timeout=timeout)))  # its related-task _meta is the upstream's
+        questions.asking_for(task_id, ctx)  # the upstream task's questions are our task's to ask
+        try:
+            step = 0
+            for status in handle.statuses():
+                if status.message is not None:
+                    step += 1
+                    ctx.progress(step, message=status.message)
+            return strip_era_fields(dict(handle.result(timeout=timeout)))  # its related-task _meta is the upstream's
+        finally:
+            questions.asking_for(task_id, None)
     except TaskCancelled as exc:
         raise McpError(ErrorCode.INTERNAL_ERROR, f"upstream '{upstream}' cancelled its task", {"upstream": upstream}) from exc
     except McpError:

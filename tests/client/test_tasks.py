@@ -124,6 +124,8 @@ def _asks_and_answers(session: ClientSession) -> None:
     assert "input_required" in statuses and statuses[-1] == "completed"
     assert _text(handle.result()) == "Hello, Ada!"
     assert [(q["message"], q["requestedSchema"]) for q in asked[before:]] == [("What is your name?", NAME_FORM)], "asked once"
+    related = [q["_meta"]["io.modelcontextprotocol/related-task"] for q in asked[before:]]
+    assert related == [{"taskId": handle.task_id}], "the callback is told whose question it is, in either era"
 
 
 @pytest.mark.parametrize("mode", MODES)

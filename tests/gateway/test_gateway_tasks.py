@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -149,22 +150,25 @@ def test_a_required_upstream_task_tool_is_refused_to_a_client_that_cannot_take_t
 
 
 @pytest.mark.parametrize("up_mode", ERAS)
-def test_an_upstream_tasks_question_is_refused_with_a_reason_not_left_waiting(upstream: Upstream, up_mode: str) -> None:
-    """The gateway cannot tell whose an upstream task's question is (it comes outside any forwarded
-    call): it refuses it, and the task ends saying why, rather than waiting for nobody; whatever the
-    upstream's form, the result carries none of the upstream's task _meta."""
+@pytest.mark.parametrize("down_mode", ERAS)
+def test_an_upstream_tasks_question_is_asked_of_the_gateway_tasks_client(upstream: Upstream, up_mode: str, down_mode: str) -> None:
+    """The upstream task's question names its task, so the gateway asks it through its own task:
+    an inputRequests entry (2026-07-28) or a request on the tasks/result (2025-11-25), answered
+    by the client's callback; the answer goes up, and the result carries no upstream _meta."""
+    asked: list[dict[str, Any]] = []
+
+    def elicitation(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"yes": True}}
+
     server = gateway(upstream, up_mode)
     try:
-        with mcpsync.connect(server, mode="modern", elicitation=lambda params: {"action": "accept", "content": {"yes": True}}) as session:
+        with mcpsync.connect(server, mode=down_mode, elicitation=elicitation) as session:
             task = session.call_tool("confirm", {}, task=True)
-            final = task.wait(timeout=LONG)
-            assert final.status in ("completed", "failed")
-            if up_mode == "legacy":  # the upstream's function got the refusal as a tool error
-                result = task.result(timeout=LONG)
-                assert result["isError"] is True and "cannot tell which call" in result["content"][0]["text"]
-                assert "_meta" not in result
-            else:  # the upstream's task itself failed with the refusal
-                with pytest.raises(McpError, match="cannot tell which call"):
-                    task.result(timeout=LONG)
+            result = task.result(timeout=LONG)
+            assert (result["content"], result["isError"]) == ([{"type": "text", "text": "answered accept"}], False)
+            assert result.get("_meta", {}).get("io.modelcontextprotocol/related-task", {"taskId": task.task_id}) == {"taskId": task.task_id}, \
+                "a 2025-11-25 tasks/result names the gateway's task, never the upstream's"
+            assert [params["message"] for params in asked] == ["Go on?"]
     finally:
         server.close(LONG)
