@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ._client_common import _ClientFailure, _UsageFailure
 from ._url_text import has_credentials, shown
-from .clients import _ClientFailure, _UsageFailure
 
 if TYPE_CHECKING:
     pass

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .clients import (
+from ._client_common import (
     _call_failure,
     _ClientFailure,
     _connection_options,

@@ -12,12 +12,9 @@ import concurrent.futures
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .record import LEGACY, RELATED_TASK, TaskRecord
-
-if TYPE_CHECKING:
-    from .runner import TaskRunner
 
 Body = Callable[["TaskControl"], dict[str, Any]]
 """A task's work: given its control, returns the tool's `CallToolResult` (or raises `McpError`)."""
@@ -27,6 +24,17 @@ Carrier = Callable[[str, dict[str, Any]], "concurrent.futures.Future[dict[str, A
 UNTOLD = object()
 """The progress token of a task whose call asked for no progress: its `ctx.progress` still sets the
 task's `statusMessage`, and no notification is sent."""
+
+
+class Host(Protocol):
+    """What a task's control asks of the runner that runs it (`TaskRunner`): written here so this
+    module need not import the runner, which imports it."""
+
+    def set_message(self, running: Running, message: str) -> None: ...
+
+    def enqueue(self, running: Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None: ...
+
+    def put_question(self, running: Running, key: str, request: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None: ...
 
 
 class Running:
@@ -51,7 +59,7 @@ class TaskControl:
     Its cancel signal is the task's; its notifications and questions go where the task's form
     sends them (see the module's strategy), never to the request that created it, which has ended."""
 
-    def __init__(self, runner: TaskRunner, running: Running) -> None:
+    def __init__(self, runner: Host, running: Running) -> None:
         self._runner = runner
         self._running = running
 
@@ -87,7 +95,7 @@ class TaskControl:
         """Progress with a message becomes the task's `statusMessage` (what a polling client sees);
         in 2025-11-25 the notification also goes to every `tasks/result` waiting on the task."""
         if method == "notifications/progress" and isinstance(params.get("message"), str):
-            self._runner._set_message(self._running, params["message"])
+            self._runner.set_message(self._running, params["message"])
         if self.form == LEGACY and params.get("progressToken") is not UNTOLD:
             tagged = {**params, "_meta": {**params.get("_meta", {}), RELATED_TASK: {"taskId": self.task_id}}}
             with self._running.changed:
@@ -106,12 +114,12 @@ class TaskControl:
         """2025-11-25: queue a request to the client; the next `tasks/result` carries it."""
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         tagged = {**params, "_meta": {**params.get("_meta", {}), RELATED_TASK: {"taskId": self.task_id}}}
-        self._runner._enqueue(self._running, method, tagged, future)
+        self._runner.enqueue(self._running, method, tagged, future)
         return future
 
     def ask_keyed(self, key: str, request: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """2026-07-28: put a question (`{method, params}`) into the task's `inputRequests` under
         `key`; `tasks/update` answers it."""
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        self._runner._question(self._running, key, request, future)
+        self._runner.put_question(self._running, key, request, future)
         return future

@@ -234,18 +234,18 @@ class TaskRunner:
         if stored.terminal:
             self._signal_cancel(running)
 
-    def _set_message(self, running: Running, message: str) -> None:
+    def set_message(self, running: Running, message: str) -> None:
         if running.record.status_message != message:
             self._save(running, status_message=message)
 
-    def _question(self, running: Running, key: str, request: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
+    def put_question(self, running: Running, key: str, request: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
         with running.changed:
             running.questions[key] = future
             asked = {**running.record.input_requests, key: request}
             self._save(running, status=INPUT_REQUIRED, input_requests=asked)
         future.add_done_callback(functools.partial(self._withdrawn, running))
 
-    def _enqueue(self, running: Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
+    def enqueue(self, running: Running, method: str, params: dict[str, Any], future: concurrent.futures.Future[dict[str, Any]]) -> None:
         with running.changed:
             running.outbox.append((method, params, future))
             running.asking.add(future)
