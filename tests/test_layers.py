@@ -89,3 +89,52 @@ def test_the_http_server_imports_nothing_of_mcp() -> None:
                 continue
             outside.add((str(path.relative_to(PACKAGE)), name))
     assert outside == set()
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_two_modules_import_each_other_even_through_others() -> None:
+    """The house has no circle: no module reaches itself through the modules it imports (any import,
+    at the top, in a function or for type checking alone), so each can be read, tested and moved
+    after the ones below it. A package's `__init__` counts as a module."""
+    modules = {_module_of(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in _imports(path):
+            while name and name not in modules:  # `pkg.mod.Name` -> `pkg.mod`
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(name + "."):  # a module's own package is not an import of it
+                targets.add(name)
+        graph[module] = targets
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert circles == []
