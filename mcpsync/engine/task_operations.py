@@ -230,10 +230,7 @@ def cancel_task(served: Served, call: Call) -> dict[str, Any]:
     if call.era is Era.MODERN:
         served.tasks.cancel(task_id, _owner(call))  # an ended task is acknowledged alike (SEP-2663)
         return {}
-    before = served.tasks.load(task_id, _owner(call))
-    if before.terminal:
-        raise invalid_params(f"Cannot cancel task: already in terminal status '{before.status}'", {"taskId": task_id})
-    return legacy_task(served.tasks.cancel(task_id, _owner(call)))
+    return legacy_task(served.tasks.cancel(task_id, _owner(call), refuse_ended=True))
 
 
 def update_task(served: Served, call: Call) -> dict[str, Any]:

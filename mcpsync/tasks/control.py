@@ -50,6 +50,23 @@ class Running:
         self.asking: set[concurrent.futures.Future[dict[str, Any]]] = set()  # 2025-11-25, sent or not, unanswered
         self.carriers: list[Carrier] = []
         self.remote_carriers: dict[str, Carrier] = {}  # tasks/result waiting on other replicas, by replica
+
+    def add_remote_carrier(self, replica: str, make: Callable[[str, str], Carrier]) -> bool:
+        """A tasks/result waiting on `replica` carries this task's questions (`make(task_id,
+        replica)` is how they reach it); False when it already does."""
+        with self.changed:
+            if replica in self.remote_carriers:
+                return False
+            carrier = self.remote_carriers[replica] = make(self.record.task_id, replica)
+            self.carriers.append(carrier)
+            return True
+
+    def drop_carrier(self, carrier: Carrier | None) -> None:
+        """A carrier on another replica that is over carries nothing more."""
+        with self.changed:
+            self.remote_carriers = {where: kept for where, kept in self.remote_carriers.items() if kept is not carrier}
+            if carrier in self.carriers:
+                self.carriers.remove(carrier)
         self.notifiers: list[Callable[[str, dict[str, Any]], None]] = []
 
 

@@ -13,7 +13,10 @@ signal, hand it an answer) goes through the `Running` entry this process keeps w
   the task by the related-task `_meta`; it waits in the task's queue until such a request comes.
 - Cancellation. `tasks/cancel` writes `cancelled` into the record before it answers (terminal: the
   function's late result is dropped) and sets the function's cancel signal here; a replica that
-  does not run the task leaves the signal to the runner's keeper, which reads its tasks' records.
+  does not run the task signals the one that does over the bus (`relay_with`), and the keeper, which
+  reads its tasks' records, catches a signal the bus lost.
+- Other replicas. A `tasks/update` landing elsewhere hands its answers over the bus too, and a
+  2025-11-25 `tasks/result` waiting elsewhere carries the task's questions (`remote`).
 - Leases. The keeper renews `lease_until` of every task this process runs (every third of the
   lease); a reader that finds a task unfinished past its lease marks it failed, so a task whose
   process died is failed within one lease, never left `working`.
@@ -43,12 +46,14 @@ from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
 from .control import Body, Carrier, Running, TaskControl
 from .limits import TaskLimits
-from .record import CANCELLED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, tool_error_status
+from .record import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, TaskRecord, tool_error_status
 from .remote import CarrierGone, RemoteCarriage
 from .store import MemoryTaskStore, TaskStore, reaching_store
 
 log = logging.getLogger("mcpsync")
 
+SHUT_DOWN = "the server shut down before the task finished"
+LOST = "the server running this task stopped before it finished"
 
 
 class TaskRunner:
@@ -115,22 +120,23 @@ class TaskRunner:
             self._starting += 1
         try:
             record = self._created(form=form, tool=tool, owner=owner, requested_ttl=requested_ttl)
-            running = Running(record)
-            with self._lock:
-                self._running[record.task_id] = running
-                self._start_keeper_locked()
-        finally:
+        except BaseException:
             with self._lock:
                 self._starting -= 1
-        with self._lock:  # the caller's share of the workers: past it, its task waits its own turn
-            if self._held.get(owner, 0) >= self.limits.running_share:
+            raise
+        running = Running(record)
+        with self._lock:
+            self._starting -= 1
+            self._running[record.task_id] = running
+            self._start_keeper_locked()
+            if self._held.get(owner, 0) >= self.limits.running_share:  # past the caller's share: its own turn
                 self._parked.setdefault(owner, deque()).append((running, body))
                 return record
             self._held[owner] = self._held.get(owner, 0) + 1
         if not self._pool.submit(lambda: self._run(running, body)):  # closed meanwhile
             with self._lock:
                 self._running.pop(record.task_id, None)
-                self._held[owner] -= 1
+            self._next_of(owner)  # its place in the caller's share is given back
             self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server shut down before the task started"})
             raise McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down: no new task is started")
         return record
@@ -196,7 +202,7 @@ class TaskRunner:
                 self._finish(running, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": message}, message=message)
                 return
             is_error = bool(result.get("isError"))
-            status = tool_error_status(running.record.form) if is_error else "completed"
+            status = tool_error_status(running.record.form) if is_error else COMPLETED
             self._finish(running, status=status, result=result, message=_first_text(result) if is_error else None)
         finally:
             with self._lock:
@@ -304,9 +310,7 @@ class TaskRunner:
         if done.cancelled() or (done.exception() is not None and not isinstance(done.exception(), McpError)):
             with running.changed:  # the carrier ended before the client answered: another asks again
                 if not done.cancelled() and isinstance(done.exception(), CarrierGone):  # a replica's tasks/result that is over
-                    running.remote_carriers = {where: kept for where, kept in running.remote_carriers.items() if kept is not carrier}
-                    if carrier in running.carriers:
-                        running.carriers.remove(carrier)
+                    running.drop_carrier(carrier)
                 if running.cancel.is_set() or future.done():
                     return
                 running.outbox.appendleft(asked)
@@ -333,18 +337,20 @@ class TaskRunner:
         if record is None or record.owner != owner:
             raise McpError(ErrorCode.INVALID_PARAMS, "Failed to retrieve task: Task not found", _quoted("taskId", task_id))
         if not record.terminal and record.lease_until is not None and self._clock() > record.lease_until and record.task_id not in self._running:
-            lost = record.changed(self._clock(), status=FAILED, lease_until=None, input_requests={},
-                                  status_message="the server running this task stopped before it finished",
-                                  error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server running this task stopped before it finished"})
+            lost = record.changed(self._clock(), status=FAILED, lease_until=None, input_requests={}, status_message=LOST,
+                                  error={"code": ErrorCode.INTERNAL_ERROR, "message": LOST})
             before, record = record, self.store.save_task(lost)
             self._tell(before, record)
         return record
 
     @reaching_store
-    def cancel(self, task_id: Any, owner: str | None) -> TaskRecord:
+    def cancel(self, task_id: Any, owner: str | None, *, refuse_ended: bool = False) -> TaskRecord:
         """Mark the task cancelled (before answering, so it is terminal at once) and signal its
-        function; returns the record as it now stands (terminal: already finished, unchanged)."""
+        function; returns the record as it now stands (terminal: already finished, unchanged, or
+        with `refuse_ended` -32602, as 2025-11-25 answers)."""
         record = self.load(task_id, owner)
+        if record.terminal and refuse_ended:
+            raise McpError(ErrorCode.INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{record.status}'", _quoted("taskId", task_id))
         if record.terminal:
             return record
         stored = self.store.save_task(record.changed(self._clock(), status=CANCELLED, input_requests={}, lease_until=None,
@@ -421,16 +427,8 @@ class TaskRunner:
         """A tasks/result waiting on another replica for this task announced itself (`arrived`), or
         ended (`gone`): it carries the task's questions, as a local one does, while it lasts."""
         if isinstance(gone, str):
-            with running.changed:
-                carrier = running.remote_carriers.pop(gone, None)
-                if carrier is not None:
-                    running.carriers.remove(carrier)
-        if isinstance(arrived, str) and arrived != self.replica:
-            with running.changed:
-                if arrived in running.remote_carriers:
-                    return
-                carrier = running.remote_carriers[arrived] = self._remote.carrier(running.record.task_id, arrived)
-                running.carriers.append(carrier)
+            running.drop_carrier(running.remote_carriers.get(gone))
+        if isinstance(arrived, str) and arrived != self.replica and running.add_remote_carrier(arrived, self._remote.carrier):
             self._flush(running)
 
     def _hand_answers(self, running: Running, responses: dict[str, Any]) -> None:
@@ -562,8 +560,7 @@ class TaskRunner:
             self._running.clear()
         for task in left:
             if not task.record.terminal:
-                self._finish(task, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": "the server shut down before the task finished"},
-                             message="the server shut down before the task finished")
+                self._finish(task, status=FAILED, error={"code": ErrorCode.INTERNAL_ERROR, "message": SHUT_DOWN}, message=SHUT_DOWN)
         keeper = self._keeper
         if keeper is not None:
             keeper.join(max(0.1, deadline - time.monotonic()))
