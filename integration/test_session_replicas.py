@@ -23,13 +23,12 @@ import http.client
 import json
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.instances import Balancer, Instance
-from wire import META_CLIENT_CAPABILITIES, REPO_ROOT, has_traceback, modern_meta
+from fixtures.instances import Balancer, Instance, deployed
+from wire import META_CLIENT_CAPABILITIES, REPO_ROOT, modern_meta
 
 from mcpsync.bus.store import RETRY_AFTER
 from tests._timeouts import LONG
@@ -69,22 +68,8 @@ class Deployment:
 
 @pytest.fixture
 def deployment(tmp_path: Path) -> Iterator[Deployment]:
-    with ExitStack() as stack:
-        redis = RedisServer()
-        stack.callback(redis.close)
-        redis.start()
-        instances: list[Instance] = []
-        for _ in range(2):
-            instance = Instance(APP, redis.url, {"MCPSYNC_REQUEST_STATE_SECRET": SECRET, "REPLICAS_STATE": str(tmp_path / "unlocked")})
-            stack.callback(instance.stop)
-            instances.append(instance)
-        balancer = Balancer(upstreams=[("127.0.0.1", instance.port) for instance in instances])
-        stack.callback(balancer.close)
-        balancer.start()
+    with deployed(APP, {"MCPSYNC_REQUEST_STATE_SECRET": SECRET, "REPLICAS_STATE": str(tmp_path / "unlocked")}) as (redis, instances, balancer):
         yield Deployment(redis, instances, balancer)
-        stack.close()  # everything stopped, then: no worker died with a traceback meanwhile
-        for instance in instances:
-            assert not has_traceback(instance.log()), instance.log()
 
 
 # -- raw HTTP -----------------------------------------------------------------------------------

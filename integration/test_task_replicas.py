@@ -27,14 +27,12 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from fixtures.instances import Balancer, Instance
-from wire import has_traceback
+from fixtures.instances import Balancer, Instance, deployed
 
 from mcpsync.bus.store import RETRY_AFTER
 from mcpsync.tasks.record import TASKS_EXTENSION
@@ -191,22 +189,8 @@ class Deployment:
 
 @pytest.fixture
 def deployment(tmp_path: Path) -> Iterator[Deployment]:
-    with ExitStack() as stack:
-        redis = RedisServer()
-        stack.callback(redis.close)
-        redis.start()
-        instances: list[Instance] = []
-        for _ in range(2):
-            instance = Instance(APP, redis.url, {"REPLICA_TASKS_STATE": str(tmp_path), "REPLICA_TASKS_LEASE": str(LEASE)})
-            stack.callback(instance.stop)
-            instances.append(instance)
-        balancer = Balancer(upstreams=[("127.0.0.1", instance.port) for instance in instances])
-        stack.callback(balancer.close)
-        balancer.start()
+    with deployed(APP, {"REPLICA_TASKS_STATE": str(tmp_path), "REPLICA_TASKS_LEASE": str(LEASE)}) as (redis, instances, balancer):
         yield Deployment(redis, instances, balancer, tmp_path)
-        stack.close()  # everything stopped, then: no worker died with a traceback meanwhile
-        for instance in instances:
-            assert not has_traceback(instance.log()), instance.log()
 
 
 def until(what: str, check: Callable[[], T | None], within: float = LONG) -> T:
