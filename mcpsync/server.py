@@ -278,7 +278,7 @@ class Server:
         if form not in (MODERN_FORM, LEGACY_FORM):
             raise ValueError(f"form must be {MODERN_FORM!r} or {LEGACY_FORM!r}")
         tool = Tool(fn, name=name)
-        if not tool.takes_context and tool.input_schema.get("required"):
+        if tool.input_schema.get("required"):  # its Context is no argument: it is not in the schema
             raise TypeError(f"start_task: {tool.name} must take no arguments but its Context")
         era = Era.MODERN if form == MODERN_FORM else Era.HANDSHAKE
 

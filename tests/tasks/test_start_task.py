@@ -83,6 +83,12 @@ def test_a_function_that_needs_arguments_is_refused_at_once(server: Server) -> N
 
     with pytest.raises(TypeError, match="must take no arguments"):
         server.start_task(needs)
+
+    def needs_beside_its_context(ctx: Context, month: str) -> str:
+        return month
+
+    with pytest.raises(TypeError, match="must take no arguments"):
+        server.start_task(needs_beside_its_context)
     with pytest.raises(ValueError, match="form must be"):
         server.start_task(report, form="2024-11-05")
 
