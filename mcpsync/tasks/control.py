@@ -50,6 +50,7 @@ class Running:
         self.asking: set[concurrent.futures.Future[dict[str, Any]]] = set()  # 2025-11-25, sent or not, unanswered
         self.carriers: list[Carrier] = []
         self.remote_carriers: dict[str, Carrier] = {}  # tasks/result waiting on other replicas, by replica
+        self.notifiers: list[Callable[[str, dict[str, Any]], None]] = []
 
     def add_remote_carrier(self, replica: str, make: Callable[[str, str], Carrier]) -> bool:
         """A tasks/result waiting on `replica` carries this task's questions (`make(task_id,
@@ -67,7 +68,6 @@ class Running:
             self.remote_carriers = {where: kept for where, kept in self.remote_carriers.items() if kept is not carrier}
             if carrier in self.carriers:
                 self.carriers.remove(carrier)
-        self.notifiers: list[Callable[[str, dict[str, Any]], None]] = []
 
 
 class TaskControl:
