@@ -115,15 +115,16 @@ def start(served: Served, call: Call, tool_name: str, form: str, context_for: Co
 
 def starter(
     served: Served, call: Call, tool: Tool, context_for: ContextFor, wrap: Callable[[Any], dict[str, Any]]
-) -> Callable[[Callable[[Context], Any]], TaskStarted | None]:
-    """What `ctx.run_task(fn)` calls: start `fn` as a task when this request's client can take one
-    (a 2026-07-28 client declaring the extension), else None. A 2025-11-25 call never can: its
-    client decides with `params.task` before the function runs (`task_form`), so a call that
-    reaches the function without being a task stays one without."""
+) -> Callable[[Callable[[Context], Any]], TaskStarted] | None:
+    """What `ctx.run_task(fn)` calls to start `fn` as a task, when this request's client can take
+    one (a 2026-07-28 client declaring the extension); None otherwise (`run_task` then runs `fn`
+    at once). A 2025-11-25 call never can: its client decides with `params.task` before the
+    function runs (`task_form`), so a call that reaches the function without being a task stays
+    one without. Decided once per call, on the call's hot path."""
+    if call.era is not Era.MODERN or not _declares_extension(call):
+        return None
 
-    def start_task(fn: Callable[[Context], Any]) -> TaskStarted | None:
-        if call.era is not Era.MODERN or not _declares_extension(call):
-            return None
+    def start_task(fn: Callable[[Context], Any]) -> TaskStarted:
         return TaskStarted(start(served, call, tool.name, MODERN, context_for, lambda ctx: wrap(fn(ctx))))
 
     return start_task
