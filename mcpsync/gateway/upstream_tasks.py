@@ -7,8 +7,8 @@ task pool is this one, which calls the upstream tool as a task (`call_tool(task=
 upstream's era) and waits for it. So the two eras and two forms meet only here: the downstream polls
 the gateway, and the gateway polls the upstream.
 
-- The upstream task's status messages become the gateway task's (`ctx.progress`), so a downstream
-  poll shows what the upstream says.
+- The upstream task's status messages become the gateway task's (`ctx.progress`, cut at
+  `MAX_MESSAGE`), so a downstream poll shows what the upstream says.
 - The gateway task's cancellation (`tasks/cancel` downstream, or a shutdown) cancels the upstream
   task, whose end then ends the wait.
 - The upstream's outcome is the gateway task's: its result, or its JSON-RPC error; a lost upstream
@@ -34,6 +34,10 @@ from .relay import Relay
 
 log = logging.getLogger("mcpsync")
 
+MAX_MESSAGE = 1000
+"""Characters of an upstream task's status message passed on (cut with "…"): every poll of the
+gateway's task repeats it, so an upstream's megabyte is not sent to each."""
+
 
 def run_upstream_task(upstream: str, session: Any, name: str, arguments: dict[str, Any], ctx: Context, timeout: float,
                       questions: Relay) -> dict[str, Any]:
@@ -52,7 +56,8 @@ def run_upstream_task(upstream: str, session: Any, name: str, arguments: dict[st
             for status in handle.statuses():
                 if status.message is not None:
                     step += 1
-                    ctx.progress(step, message=status.message)
+                    cut = status.message if len(status.message) <= MAX_MESSAGE else status.message[:MAX_MESSAGE] + "…"
+                    ctx.progress(step, message=cut)
             return strip_era_fields(dict(handle.result(timeout=timeout)))  # its related-task _meta is the upstream's
         finally:
             questions.asking_for(task_id, None)
