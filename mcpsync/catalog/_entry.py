@@ -28,7 +28,7 @@ def context_param(fn: Callable[..., Any]) -> str | None:
     return None
 
 
-def call_with_context(fn: Callable[..., Any], kwargs: dict[str, Any], context_param: str | None, ctx: Context) -> Any:
+def call_with_context(fn: Callable[..., Any], kwargs: dict[str, Any], context_param: str | None, ctx: Context | None) -> Any:
     if context_param is not None:
         kwargs[context_param] = ctx
     return fn(**kwargs)
@@ -54,7 +54,7 @@ def _bind(shape: FunctionShape, arguments: dict[str, Any], refuse: Refuse) -> di
         raise refuse(FieldErrors([("", clip(str(exc)))], 1)) from None
 
 
-def call_shaped(fn: Callable[..., Any], shape: FunctionShape, arguments: dict[str, Any], ctx: Context, refuse: Refuse, positional_only: bool) -> Any:
+def call_shaped(fn: Callable[..., Any], shape: FunctionShape, arguments: dict[str, Any], ctx: Context | None, refuse: Refuse, positional_only: bool) -> Any:
     """Call a function its shape was read from, with its arguments converted to the parameters' types."""
     kwargs = _bind(shape, arguments, refuse)
     if positional_only:  # rare: let the schema module map names onto positions

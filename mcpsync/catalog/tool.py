@@ -111,8 +111,9 @@ class Tool:
         field and the rule when the arguments do not match the input schema."""
         self._validator.validate(arguments)
 
-    def invoke(self, arguments: dict[str, Any], ctx: Context) -> Any:
-        """Run the function with validated arguments; returns what it returned."""
+    def invoke(self, arguments: dict[str, Any], ctx: Context | None) -> Any:
+        """Run the function with validated arguments; returns what it returned. `ctx` may be None
+        for a function that takes no Context (`takes_context`): the engine then makes none."""
         if self._shape is None:
             return call_with_context(self.fn, dict(arguments), self._context_param, ctx)
         return call_shaped(self.fn, self._shape, arguments, ctx, self._refuse, self._positional_only)

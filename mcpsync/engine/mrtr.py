@@ -99,11 +99,15 @@ def consumer(sealer: RequestStateSealer, claim: single_use.Claim, retry: Retry) 
     return consume
 
 
-def answering(call: Call, ctx: Context, body: Callable[[], T]) -> T | dict[str, Any]:
-    """Run `body` (which calls the function): its value, or the `input_required` result dict."""
+def answering(call: Call, ctx: Context, body: Callable[[], T], *, asked: NeedAnswers | None = None) -> T | dict[str, Any]:
+    """Run `body` (which calls the function): its value, or the `input_required` result dict.
+    `asked`: what the function's first run, made already, unwound with."""
     rounds = 0
     while True:
         try:
+            if asked is not None:
+                first, asked = asked, None
+                raise first
             return body()
         except NeedAnswers as need:
             if call.era is Era.MODERN:

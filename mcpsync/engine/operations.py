@@ -18,7 +18,7 @@ from ..auth.resource.principal import InsufficientScope
 from ..catalog.catalog import Catalog, paginate
 from ..catalog.content import ToolError
 from ..catalog.context import AskCancelled, ClientRefused, Context, TaskStarted
-from ..catalog.questions import InputRequired
+from ..catalog.questions import InputRequired, NeedAnswers
 from ..catalog.service import Tool, error_result
 from ..catalog.validation import InvalidArguments
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
@@ -370,12 +370,39 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
             consume()
         context = make_context(served, call, retry, single_use=single_use)
         return Forwarded(forwarded.start(arguments, context), finish=lambda result: _gated(result, gate))
+    if form is None and not tool.takes_context and not served.interceptors:
+        return _call_without_context(served, call, tool, arguments, retry, consume, gate)
     run = _chain(served, tool, consume)
     if form is not None:
         return task_operations.start(served, call, name, form, in_task, lambda ctx: _gated(run(ToolCall(name, arguments, ctx, call)), gate))
     start_task = task_operations.starter(served, call, tool, in_task, lambda value: _gated(tool.to_result(value), gate)) if isinstance(tool, Tool) else None
     context = make_context(served, call, retry, single_use=single_use, start_task=start_task)
     return mrtr.answering(call, context, lambda: _gated(run(ToolCall(name, arguments, context, call)), gate))
+
+
+def _call_without_context(
+    served: Served, call: Call, tool: Tool, arguments: dict[str, Any], retry: mrtr.Retry, consume: Callable[[], None] | None, gate: bool
+) -> dict[str, Any]:
+    """A local tool that takes no `Context`, with no interceptor around it: nothing of the request
+    reaches the function, so its Context (the request's most costly object on the hot path) is
+    made only if the function returns `InputRequired`, whose questions are asked through one."""
+    context: Context | None = None
+
+    def context_now() -> Context:
+        nonlocal context
+        if context is None:
+            context = make_context(served, call, retry)
+        return context
+
+    def body() -> dict[str, Any]:
+        if consume is not None:
+            consume()  # raises "replayed" or "unchecked": the tool does not run
+        return _gated(_run_tool(tool, arguments, context, call.era, context_now), gate)
+
+    try:
+        return body()
+    except NeedAnswers as need:
+        return mrtr.answering(call, context_now(), body, asked=need)
 
 
 def _refused_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -445,7 +472,7 @@ def _chain(served: Served, tool: Tool, consume: Callable[[], None] | None = None
                 return refused
         if consume is not None:
             consume()  # raises "replayed" or "unchecked": the tool does not run
-        return _run_tool(tool, tool_call)
+        return _run_tool(tool, tool_call.arguments, tool_call.context, tool_call.call.era)
 
     proceed: Callable[[ToolCall], dict[str, Any]] = innermost
     for interceptor in reversed(served.interceptors):
@@ -457,18 +484,24 @@ def _wrap(interceptor: Any, proceed: Callable[[ToolCall], dict[str, Any]]) -> Ca
     return lambda tool_call: interceptor.around_tool_call(tool_call, proceed)
 
 
-def _run_tool(tool: Tool, tool_call: ToolCall) -> dict[str, Any]:
+def _run_tool(
+    tool: Tool, arguments: dict[str, Any], context: Context | None, era: Era, context_now: Callable[[], Context] | None = None
+) -> dict[str, Any]:
+    """The tool's result. `context` is None for a function that takes none; `context_now` then
+    makes one if it returns `InputRequired`, whose questions are asked through it."""
     try:
-        value = tool.invoke(tool_call.arguments, tool_call.context)
+        value = tool.invoke(arguments, context)
         if isinstance(value, TaskStarted):
             return value.result
         if isinstance(value, InputRequired):
-            raise mrtr.returned(tool_call.context, value)
+            asked_by = context if context_now is None else context_now()
+            assert asked_by is not None, "a call without a Context comes with context_now"
+            raise mrtr.returned(asked_by, value)
         return tool.to_result(value)
     except ClientRefused as exc:
         return error_result(f"Tool '{tool.name}': the client refused {exc.method}: {exc.message}")
     except McpError as exc:
-        if exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY and tool_call.call.era is Era.HANDSHAKE:
+        if exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY and era is Era.HANDSHAKE:
             return error_result(exc.message)  # as for Tool(requires=...): -32021 is a 2026-07-28 code
         raise
     except AskCancelled as exc:  # the request is over: nothing will be sent, nothing to log

@@ -150,6 +150,13 @@ def make_service(runs: Counter | None = None) -> Service:
         return "never"
 
     @service.tool
+    def no_context(topic: str) -> Any:  # takes no Context: the engine makes one only for its InputRequired
+        runs.runs += 1
+        if runs.runs == 1:
+            return InputRequired([Question.elicitation(f"Really {topic}?")], state=1)
+        return f"{topic}: run {runs.runs}"
+
+    @service.tool
     def forever(ctx: Context) -> Any:
         runs.runs += 1
         return InputRequired(state=runs.runs)
@@ -540,6 +547,15 @@ def test_a_returned_input_required_with_questions_asks_them(h: EngineHarness) ->
     assert text(result) == "state 1, accept"
 
 
+def test_a_tool_without_a_context_may_return_input_required_too(h: EngineHarness, runs: Counter) -> None:
+    first = input_required(h, call(h, "no_context", {"topic": "cake"}))
+    assert first["inputRequests"] == {
+        "elicitation-1": {"method": "elicitation/create", "params": {"message": "Really cake?", "requestedSchema": EMPTY_FORM}}
+    }
+    result = h.ok(call(h, "no_context", {"topic": "cake"}, inputResponses={"elicitation-1": ACCEPT}, requestState=first["requestState"]))
+    assert text(result) == "cake: run 2"
+
+
 # == handshake era ===================================================================================
 
 class AskingExchange(FakeExchange, Cancellable):
@@ -799,6 +815,15 @@ def test_a_returned_input_required_without_questions_runs_again_at_once() -> Non
     exchange = AskingExchange()
     assert tool_text(h, h.call_tool("shedding", exchange=exchange)) == "job 7"
     assert exchange.asked == [] and runs.runs == 2
+
+
+def test_a_tool_without_a_context_returning_input_required_is_asked_and_runs_again() -> None:
+    runs = Counter()
+    h = EngineHarness([make_service(runs)])
+    h.ok(h.initialize(capabilities=ALL_CAPS))
+    exchange = AskingExchange([ACCEPT])
+    assert tool_text(h, h.call_tool("no_context", {"topic": "tea"}, exchange=exchange)) == "tea: run 2"
+    assert exchange.asked == [("elicitation/create", {"message": "Really tea?", "requestedSchema": EMPTY_FORM})]
 
 
 def test_a_function_that_never_stops_asking_ends_after_8_rounds() -> None:
