@@ -205,6 +205,21 @@ class Engine:
             return tool is None or not ((isinstance(tool, Tool) and tool.takes_context) or self._claims_state(request, tool))
         return request.method in INLINE_METHODS
 
+    def answers_at_once(self, request: Request) -> bool:
+        """Whether `request` is answered on the calling thread waiting on nothing but the CPU: a
+        listing, discovery, or a call of a local tool that takes no `Context` and runs as no task.
+        Stricter than `runs_inline`: never a forwarded call (its answer comes from an upstream),
+        a task (its record may live in a store) or a claim of a single-use state. What the tool's
+        own function does is the user's: a transport running such a request where nothing may
+        wait (mcpsync's HTTP server, on its loop thread) watches it and moves on without it."""
+        if self.interceptors:
+            return False
+        if request.method == "tools/call":
+            name = request.params.get("name")
+            tool = self.catalog.find_tool_known(name) if isinstance(name, str) else None
+            return isinstance(tool, Tool) and not tool.takes_context and tool.task == "forbidden" and not self._claims_state(request, tool)
+        return request.method in INLINE_METHODS
+
     def _claims_state(self, request: Request, tool: Tool | ForwardedTool) -> bool:
         """Whether running the call first claims its `requestState` in the store (a round trip
         to Redis, perhaps a socket timeout): never on the thread that reads the requests."""
@@ -232,17 +247,29 @@ class Engine:
         principal: Principal | None = None,
     ) -> None:
         """`execute`, with the final outcome handed to `deliver`: here and now, or later on the
-        thread that resolves a `Deferred` one. Never raises: reaching the guard is an engine bug,
-        logged and delivered as -32603 (every transport's workers run requests this way)."""
-        try:
-            outcome = self.execute(request, session, exchange, transport, header_check, principal)
-        except Exception:
-            log.exception("engine failed on %s", request.method)
-            outcome = Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
+        thread that resolves a `Deferred` one. Never raises (see `execute_safely`)."""
+        outcome = self.execute_safely(request, session, exchange, transport, header_check, principal)
         if isinstance(outcome, Deferred):
             outcome.then(deliver)
         else:
             deliver(outcome)
+
+    def execute_safely(
+        self,
+        request: Request,
+        session: Session,
+        exchange: Exchange,
+        transport: TransportInfo,
+        header_check: HeaderCheck | None = None,
+        principal: Principal | None = None,
+    ) -> Outcome:
+        """`execute`, never raising: reaching the guard is an engine bug, logged and answered
+        -32603 (every transport runs requests this way)."""
+        try:
+            return self.execute(request, session, exchange, transport, header_check, principal)
+        except Exception:
+            log.exception("engine failed on %s", request.method)
+            return Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
 
     def is_era_distinctive(self, request: Request) -> bool:
         """Requests the reader must finish before reading on while the era is unlocked."""

@@ -13,7 +13,10 @@ threads ever touch a connection's parser, buffers or socket at once, and no even
 
 A step reads what has arrived, serves every complete request (the application runs on the
 worker, and ordinary responses are written there, waiting for room up to the write timeout), and
-parks with the next deadline: the head's total deadline, the body's (its rate floor, within a
+parks with the next deadline. The loop thread itself takes the step of a connection the poller
+reported (`take_turn_here`) and serves the requests the application answers at once
+(`answers_at_once`); at the first other one it hands the rest of the step to a worker, the
+request still first in line. The deadlines: the head's total deadline, the body's (its rate floor, within a
 fixed cap), the keep-alive timeout, or a stream's next keep-alive or request deadline. A
 `Parkable` body (an event stream) is written without blocking: what the socket does not take
 waits in the connection's buffer, and no more is taken from the body until it drains; a client
@@ -44,7 +47,7 @@ from ._budget import BodyBudget
 from ._parse import ParsedRequest, Refusal, RequestHead, RequestReader
 from ._poller import READ, WRITE, Poller
 from ._response import BadResponse, Clock, Parkable, Response, _Gone, check_sendable, closing_response, plain_response
-from .options import HeadCheck, WsgiApp
+from .options import AnswersAtOnce, HeadCheck, WsgiApp
 
 log = logging.getLogger("mcpsync")
 
@@ -74,6 +77,7 @@ class Host(Protocol):
 
     app: WsgiApp
     head_check: HeadCheck | None
+    answers_at_once: AnswersAtOnce | None
     timeout: float
     idle_timeout: float
     min_body_rate: float
@@ -145,9 +149,15 @@ class Connection:
             return True
 
     def take_turn(self) -> None:
-        """The poller reported it, or its deadline passed (loop thread): a worker steps it."""
+        """Its deadline passed (loop thread), or the loop passes it on: a worker steps it."""
         if self._claim():
             self._submit()
+
+    def take_turn_here(self) -> None:
+        """The poller reported it (loop thread): step it here, serving what the application
+        answers at once, and handing the rest of the step to a worker at the first other request."""
+        if self._claim():
+            self._step(on_loop=True)
 
     def wake(self) -> None:
         """A parked stream's body has something (any thread)."""
@@ -213,11 +223,11 @@ class Connection:
         self._sock.shutdown(socket.SHUT_WR)
 
     # -- a worker's turn --------------------------------------------------------------------------
-    def _step(self) -> None:
+    def _step(self, on_loop: bool = False) -> None:
         try:
             again = True
             while again:
-                again = self._step_stream() if self._stream is not None else self._step_requests()
+                again = self._step_stream() if self._stream is not None else self._step_requests(on_loop)
         except Refusal as refusal:
             self._refuse(refusal.status, str(refusal), refusal.headers, refusal.response)
         except (_Gone, OSError):
@@ -226,16 +236,21 @@ class Connection:
             log.exception("HTTP connection failed")
             self._close()
 
-    def _step_requests(self) -> bool:
-        """Read, serve what is complete, park; True to step again at once (a wake came)."""
+    def _step_requests(self, on_loop: bool) -> bool:
+        """Read, serve what is complete, park; True to step again at once (a wake came). On the
+        loop thread (`on_loop`), a request the application does not answer at once goes, with the
+        rest of the step, to a worker (False: the connection is the worker's now)."""
         reader = self._reader
         if not reader.ready and not self._read_available():
             return False
         while reader.ready:
+            if on_loop and not self._answers_at_once(reader.ready[0]):
+                self._submit()
+                return False
             self._request_began = self._body_began = None
             if not self._serve(reader.ready.popleft()):
                 return self._stream is not None  # a stream began: its first step
-            if not reader.ready and not reader.in_request and self._next_request_soon():
+            if not on_loop and not reader.ready and not reader.in_request and self._next_request_soon():
                 return True
         if reader.refusal is not None:
             raise reader.refusal
@@ -264,6 +279,16 @@ class Connection:
                 self._close()  # nothing was asked: nothing to answer
                 return False
         return self._park(READ, deadline)
+
+    def _answers_at_once(self, request: ParsedRequest) -> bool:
+        check = self._server.answers_at_once
+        if check is None:
+            return False
+        try:
+            return check(request.environ, request.body)
+        except Exception:
+            log.exception("the application's answers_at_once failed on %s %s", request.head.method, request.head.path)
+            return False
 
     def _next_request_soon(self) -> bool:
         """Wait up to `NEXT_REQUEST_WAIT` for the client's next bytes, if a worker is to spare."""

@@ -27,3 +27,8 @@ HeadCheck = Callable[[dict[str, Any]], "HeadAnswer | None"]
 """Called by mcpsync's own HTTP server with the environ of a request whose head has arrived and
 whose body has not been read: None to read the body and run the application, or the answer to
 send instead (the connection then closes and the body is never read)."""
+AnswersAtOnce = Callable[[dict[str, Any], bytes], bool]
+"""Called by mcpsync's own HTTP server on its loop thread with a whole request, its environ and its
+body: True when the application answers it at once, waiting on nothing (no other thread, no
+network, no client), so the loop runs it itself, sparing the hand-off to a worker; False to hand it
+to a worker. The environ is the one the application is then called with."""

@@ -7,11 +7,17 @@ slow, idle and listening clients would hold them all. Parsing is httptools' (`_p
 connection's life is `_connection`'s; this module owns the sockets, the workers and time.
 
 Strategy: one loop thread (the caller of `serve()`) waits on a `Poller` (epoll) for the listening
-socket, every connection that waits, and the nearest deadline. It accepts connections itself,
-and hands a connection that became ready or due to the bounded pool of workers (`mcpsync-http-N`,
-at most `threads`), which reads, runs the application and writes, then gives the connection back
-to the poller. So a worker is held only while a request is read, run or written; a connection
-costs a file descriptor while it waits. At `max_connections` (capped below the file descriptor
+socket, every connection that waits, and the nearest deadline. It accepts connections itself, and
+reads and parses a connection that became ready. A whole request that the application promises to
+answer at once (`answers_at_once`: for MCP, a call of a tool without a Context, a listing) it runs
+and answers itself, as a one-thread event loop would: no thread switch at all. Any other request,
+and any connection that became due, goes to the bounded pool of workers (`mcpsync-http-N`, at most
+`threads`), which runs the application and writes, then gives the connection back to the poller.
+So a worker is held only while a request is run or written; a connection costs a file descriptor
+while it waits. A turn that holds the loop longer than `HAND_OVER_AFTER` (the promise broken: slow
+user code, a client that stops reading) is noticed by a watch (`_watch`), and a worker takes the
+loop over while the held thread finishes its turn; the caller of `serve()` takes it back once
+free. At `max_connections` (capped below the file descriptor
 limit) one more is answered 503 and closed at once. A closing connection lingers in the loop
 (`LINGER`: its writes shut, what the client still sends read and dropped), so the client reads
 the answer instead of a reset (RFC 9112 §9.6), without a thread.
@@ -57,7 +63,8 @@ from ._connection import RESPOND_NOW, Connection
 from ._parse import MAX_HEAD_BYTES, MAX_HEADERS
 from ._poller import READ, new_poller
 from ._response import Clock, plain_response
-from .options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, HeadCheck, WsgiApp
+from ._watch import LoopWatch
+from .options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, AnswersAtOnce, HeadCheck, WsgiApp
 
 __all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "RESPOND_NOW", "WsgiServer"]
 
@@ -89,8 +96,9 @@ class WsgiServer:
     calling thread until `stop()`; the workers are the server's own. `head_check` (see the
     module's docstring) gets the environ of a head whose body is not read yet (`wsgi.input` is
     empty, `CONTENT_LENGTH` as declared) and returns None, or the (status, headers, body) to
-    answer instead. `max_buffered_bytes` (None: 64 MiB, or `max_body_bytes` if more) bounds the
-    bodies held at once.
+    answer instead. `answers_at_once(environ, body)` (see `AnswersAtOnce`) says which whole
+    requests the loop runs itself; without it every request goes to a worker. `max_buffered_bytes`
+    (None: 64 MiB, or `max_body_bytes` if more) bounds the bodies held at once.
     """
 
     def __init__(
@@ -108,6 +116,7 @@ class WsgiServer:
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         max_buffered_bytes: int | None = None,
         head_check: HeadCheck | None = None,
+        answers_at_once: AnswersAtOnce | None = None,
     ) -> None:
         if max_buffered_bytes is None:
             max_buffered_bytes = max(DEFAULT_MAX_BUFFERED_BYTES, max_body_bytes)
@@ -120,6 +129,7 @@ class WsgiServer:
             raise ValueError("max_buffered_bytes must hold at least one body of max_body_bytes")
         self.app = app
         self.head_check = head_check
+        self.answers_at_once = answers_at_once
         self.timeout = timeout
         self.idle_timeout = idle_timeout
         self.min_body_rate = min_body_rate
@@ -163,6 +173,13 @@ class WsgiServer:
         self._sleep_until = 0.0
         self._stopping = False
         self._closed = False
+        # Who runs the loop: the thread whose epoch is `_loop_epoch` (see `serve`, `_hand_over`).
+        self._loop_cond = threading.Condition()
+        self._loop_epoch = 0
+        self._home_epoch = 0  # the epoch handed back to the caller of serve()
+        self._home_waiting = False
+        self._borrower = 0  # the epoch whose worker has begun running the loop
+        self._watch = LoopWatch(self._hand_over)
 
     @property
     def stopping(self) -> bool:
@@ -208,28 +225,110 @@ class WsgiServer:
 
     # -- the loop ---------------------------------------------------------------------------------
     def serve(self) -> None:
-        """Run the loop until `stop()`."""
-        listener = self._listener.fileno()
+        """Run the loop until `stop()`: on this thread, but while a worker holds it after a hand-over."""
+        self._watch.start()
         try:
-            while not self._stopping:
-                for fd, _events in self.poller.wait(self._next_wait()):
-                    if fd == listener:
-                        self._accept()
-                        self.poller.arm(listener, READ)
-                        continue
-                    connection = self._connections.get(fd)
-                    if connection is not None:
-                        connection.take_turn()
-                    elif fd in self._lingering:
-                        self._drop_lingering_input(fd)
-                self._start_lingers()
-                self._fire_timers()
+            epoch = 0
+            while not self._loop(epoch):
+                epoch = self._take_loop_back()
         finally:
-            self.poller.forget(listener)
+            self._watch.stop()
+            self.poller.forget(self._listener.fileno())
             self._listener.close()
+            with self._timer_lock:
+                pending, self._pending_lingers = self._pending_lingers, []
+            for sock in pending:
+                sock.close()
             for sock, _ in self._lingering.values():
                 sock.close()
             self._lingering.clear()
+
+    def _loop(self, epoch: int, *, borrowed: bool = False) -> bool:
+        """Run the loop while it is `epoch`'s: True when stopping, False once another thread has
+        it (a hand-over) or, `borrowed`, once its owner waits to take it back."""
+        listener = self._listener.fileno()
+        watch = self._watch
+        while self._loop_epoch == epoch:
+            if self._stopping:
+                return True
+            if borrowed and self._home_waiting:
+                return False
+            for fd, _events in self.poller.wait(self._next_wait()):
+                if self._loop_epoch != epoch:
+                    self._pass_on(fd)  # held past the limit while serving: the rest is the new loop's
+                    continue
+                if fd == listener:
+                    self._accept()
+                    self.poller.arm(listener, READ)
+                    continue
+                connection = self._connections.get(fd)
+                if connection is not None:
+                    turn = watch.begin()
+                    try:
+                        connection.take_turn_here()
+                    finally:
+                        watch.end(turn)
+                elif fd in self._lingering:
+                    self._drop_lingering_input(fd)
+            if self._loop_epoch == epoch:
+                self._start_lingers()
+                self._fire_timers()
+        return False
+
+    def _pass_on(self, fd: int) -> None:
+        """A reported descriptor this thread may no longer handle, the loop having moved on: the
+        listener and a lingering socket are armed again for the new loop, a connection's turn goes
+        to a worker."""
+        connection = self._connections.get(fd)
+        if connection is not None:
+            connection.take_turn()
+        else:
+            self.poller.arm(fd, READ)
+
+    def _hand_over(self) -> None:
+        """The watch's call: a turn holds the loop, so a worker takes the loop over (if one is
+        free: with every worker busy, a new loop would wait for one too)."""
+        with self._loop_cond:
+            if self._stopping or not self._pool.has_room:
+                return
+            self._loop_epoch += 1
+            epoch = self._loop_epoch
+        log.debug("HTTP: a request held the loop thread for %g s; a worker runs the loop meanwhile", self._watch.limit)
+        if not self._pool.submit(lambda: self._run_borrowed(epoch)):
+            self._give_back(epoch)  # the pool is closed: stopping
+
+    def _run_borrowed(self, epoch: int) -> None:
+        """A worker runs the loop until the caller of `serve()` waits to take it back, or stopping."""
+        with self._loop_cond:
+            self._borrower = epoch
+        try:
+            self._loop(epoch, borrowed=True)
+        finally:
+            self._give_back(epoch)
+
+    def _give_back(self, epoch: int) -> None:
+        with self._loop_cond:
+            if self._loop_epoch == epoch:  # still this one's (not handed over again)
+                self._loop_epoch = self._home_epoch = epoch + 1
+                self._loop_cond.notify_all()
+
+    def _reclaim_loop(self) -> None:
+        """stop(), the pool closed: a hand-over whose worker never began (its job dropped with the
+        pool) gives the loop back to the caller of `serve()`, which would wait for it forever."""
+        with self._loop_cond:
+            if self._loop_epoch != self._home_epoch and self._borrower != self._loop_epoch:
+                self._loop_epoch = self._home_epoch = self._loop_epoch + 1
+                self._loop_cond.notify_all()
+
+    def _take_loop_back(self) -> int:
+        """The caller of `serve()`, its held turn over: wait until the loop is handed back."""
+        with self._loop_cond:
+            self._home_waiting = True
+            self.poller.wake()  # the borrowing loop gives it back at its next round
+            while self._home_epoch != self._loop_epoch:
+                self._loop_cond.wait(IDLE_WAKE)
+            self._home_waiting = False
+            return self._loop_epoch
 
     def _next_wait(self) -> float:
         with self._timer_lock:
@@ -346,6 +445,7 @@ class WsgiServer:
                 connection.cut()
             clean = self._wait_connections(time.monotonic() + LATE_JOIN, streams=True)
         stuck = self._pool.close(LATE_JOIN)
+        self._reclaim_loop()
         if stuck or not clean:
             log.warning("HTTP: %d connection(s) and %d worker(s) did not end in time", len(self._open_connections()), len(stuck))
         return clean and not stuck

@@ -55,7 +55,8 @@ def harness() -> Iterator[Harness]:
 
 
 def conn_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("mcpsync-http-")]
+    """The server's workers (not its loop's watch, which lives as long as `serve()`)."""
+    return [t for t in threading.enumerate() if t.name.startswith("mcpsync-http-") and t.name != "mcpsync-http-watch"]
 
 
 # -- applications -------------------------------------------------------------------------------------

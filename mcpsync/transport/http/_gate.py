@@ -71,6 +71,11 @@ class Gate:
         return None if self._cors is None else self._cors.allow_origin(environ)
 
     def check_rebinding(self, environ: dict[str, Any]) -> None:
+        """Refuse 403 a Host or Origin that may be DNS rebinding; at once for a request whose
+        head this gate let in already (`admit_head`, which checked them)."""
+        admitted = environ.get(ADMITTED)
+        if admitted is not None and admitted[0] is self:
+            return
         refusal = rebinding_refusal(environ, self._allowed_hosts, self._allowed_origins)
         if refusal is not None:
             log.warning("refused a request from %s: %s; %s", environ.get("REMOTE_ADDR"), refusal, rebinding_remedy(refusal))

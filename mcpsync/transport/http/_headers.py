@@ -79,8 +79,8 @@ def mismatch(message: str) -> McpError:
 def decode_value(value: str | None) -> str | None:
     """A header value as sent: verbatim, or the text inside a `=?base64?...?=` sentinel. A malformed
     sentinel (bad or non-canonical base64, not UTF-8) gives None, which matches nothing."""
-    if value is None:
-        return None
+    if value is None or not value.startswith("=?"):
+        return value
     match = _SENTINEL.fullmatch(value)
     if match is None:
         return value

@@ -35,7 +35,7 @@ from ...protocol.methods import MODERN_ONLY_METHODS
 from ...protocol.versions import MODERN_VERSIONS, Era, unsupported_version
 from ._directory import LocalDirectory, SharedDirectory
 from ._headers import ToolHeaderPlans, check_routing_headers
-from ._replies import _Refused, empty_reply, json_reply, read_body
+from ._replies import _Refused, decoded_body, empty_reply, json_reply
 from ._requests import Requests, sessions_refused
 from ._rules import Headers, accepts, header, media_type, route
 from ._session_paths import SessionPaths
@@ -73,8 +73,7 @@ class PostPath:
             raise _Refused(415, "Unsupported Media Type: the body must be application/json")
         if accepts(header(environ, "Accept")) != (True, True):
             raise _Refused(406, "Not Acceptable: Accept must list application/json and text/event-stream")
-        body = read_body(environ, self._max_body)
-        message = jsonrpc.decode(body)
+        body, message = decoded_body(environ, self._max_body)
         version = header(environ, "MCP-Protocol-Version")
         era = route(message, version)
         if isinstance(message, Invalid):  # never reached the engine: a client error in either era

@@ -1,6 +1,6 @@
 """The HTTP-level answers of the MCP endpoint, before or instead of a JSON-RPC exchange: a
 refusal (`_Refused`: a status with a JSON-RPC error body), a JSON or an empty response, and the
-request body read within its limit.
+request body read within its limit (or taken decoded from `answers_at_once`).
 
 Strategy: every refusal is raised as `_Refused` from wherever it is found (the body, the headers,
 the session lookup) and turned into one response in one place, `WsgiTransport.__call__`; a body is
@@ -13,7 +13,8 @@ import http
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...protocol.jsonrpc import ErrorCode, McpError
+from ...protocol import jsonrpc
+from ...protocol.jsonrpc import ErrorCode, McpError, Message
 from ._rules import header
 
 if TYPE_CHECKING:
@@ -32,6 +33,20 @@ class _Refused(Exception):
         self.error = error or McpError(ErrorCode.INVALID_REQUEST, message)
         self.request_id = request_id
         self.headers = list(headers)
+
+
+DECODED = "mcpsync.decoded"
+"""The environ key where `WsgiTransport.answers_at_once` leaves the body it read and decoded, as
+(body, message), for the POST path (`decoded_body`)."""
+
+
+def decoded_body(environ: dict[str, Any], max_body: int) -> tuple[bytes, Message]:
+    """The POST's body and its message: decoded already by `answers_at_once`, or read and decoded now."""
+    decoded: tuple[bytes, Message] | None = environ.get(DECODED)
+    if decoded is not None:
+        return decoded
+    body = read_body(environ, max_body)
+    return body, jsonrpc.decode(body)
 
 
 def read_body(environ: dict[str, Any], max_body: int) -> bytes:

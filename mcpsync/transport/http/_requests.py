@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ...auth.resource.principal import InsufficientScope
 from ...bus.store import RETRY_AFTER, Creation
 from ...engine.interceptors import TransportInfo
-from ...engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
+from ...engine.outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from ...engine.single_use import RequestStateUnchecked
 from ...httpd.server import RESPOND_NOW
 from ...protocol import jsonrpc
@@ -173,10 +173,19 @@ class Requests:
             self._inline[exchange] = respond_now
         exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
         try:
-            self._execute(exchange, session, era, header_check, caller)
+            outcome = self._engine.execute_safely(exchange.request, session, exchange, HTTP, header_check, caller.principal)
         finally:
             with self._state.lock:
                 del self._inline[exchange]
+        if isinstance(outcome, Deferred):  # a forwarded call: answered by the thread that ends it
+            outcome.then(lambda final: self._complete(exchange, era, final, caller))
+        else:
+            exchange.forget_callbacks()
+            final = self._final(exchange, era, outcome, caller)
+            if final is not None and exchange.answer_here():  # in hand: no trip through the channel
+                return self._answer_json(start_response, final, created, exchange.request.id)
+            if final is not None:
+                exchange.answer(final)  # answered already (a shutdown): the channel has that answer
         return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, lambda: self._expire(exchange), created)
 
     def _forget(self, exchange: Exchange) -> None:
@@ -191,24 +200,29 @@ class Requests:
         """The engine's outcome: the work is over (the request may have been answered already,
         past its deadline), so a cancel can no longer reach it."""
         exchange.forget_callbacks()
+        final = self._final(exchange, era, outcome, caller)
+        if final is not None:
+            exchange.answer(final)
+
+    def _final(self, exchange: Exchange, era: Era, outcome: Outcome, caller: _Caller) -> Final | None:
+        """The answer an outcome gets over HTTP: its frame, status and headers; None for an
+        accepted listen, which is activated instead (its stream stays open)."""
         if isinstance(outcome, Subscribed):
             self._listens.activate(exchange, outcome, caller.principal)
-            return
+            return None
         if isinstance(outcome, NoResponse):
-            exchange.answer(Final(None))
-            return
+            return Final(None)
         assert isinstance(outcome, (Success, Failure))
         frame, error = answer_frame(exchange.request, outcome)
         if error is None and isinstance(outcome, Success):
-            exchange.answer(Final(frame, 200, outcome.claims))
-        elif isinstance(error, (RequestStateUnchecked, SessionStoreDown, TaskStoreDown)):  # a store is away: the same request works later
-            exchange.answer(Final(frame, 503, headers=(("Retry-After", str(RETRY_AFTER)),)))
-        elif isinstance(error, InsufficientScope) and self._auth is not None:  # the client may step up
+            return Final(frame, 200, outcome.claims)
+        if isinstance(error, (RequestStateUnchecked, SessionStoreDown, TaskStoreDown)):  # a store is away: the same request works later
+            return Final(frame, 503, headers=(("Retry-After", str(RETRY_AFTER)),))
+        if isinstance(error, InsufficientScope) and self._auth is not None:  # the client may step up
             refusal = self._auth.insufficient(caller.environ, self._path, error.scopes, error.description)
-            exchange.answer(Final(frame, 403, headers=tuple(refusal.headers())))
-        else:
-            assert error is not None
-            exchange.answer(Final(frame, error_status(error.code, era)))
+            return Final(frame, 403, headers=tuple(refusal.headers()))
+        assert error is not None
+        return Final(frame, error_status(error.code, era))
 
     # -- the response ----------------------------------------------------------------------------
     def _respond(

@@ -91,6 +91,10 @@ class Headers(Mapping[str, str]):
             raise KeyError(name)
         return value
 
+    def get(self, name: str, default: Any = None) -> Any:  # the checks' one way in: without a KeyError per absent header
+        value = header(self._environ, name)
+        return default if value is None else value
+
     def __iter__(self) -> Iterator[str]:
         for key in self._environ:
             if key.startswith("HTTP_"):

@@ -304,6 +304,16 @@ class Exchange(Cancellable):
         self._set_answered()
         return True
 
+    def answer_here(self) -> bool:
+        """End the request with its answer sent by the calling thread itself, not through the
+        channel (the thread that ran it inline has the answer in hand); False, ending nothing, if
+        it was answered already (a shutdown's answer, in the channel or written by the server)."""
+        if not self._end():
+            return False
+        self._abandon_asks("the request ended before the client answered")
+        self._set_answered()
+        return True
+
     def subscribe(self, ack: bytes) -> bool:
         """An accepted listen: its acknowledgement opens a stream that only its subscription feeds."""
         if not self._end():

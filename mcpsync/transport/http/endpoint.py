@@ -37,15 +37,16 @@ from ...bus.store import RETRY_AFTER, StoreUnavailable
 from ...engine.engine import Engine
 from ...protocol import jsonrpc
 from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from ...protocol.versions import Era
 from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL
 from ._cors import Cors
 from ._directory import LocalDirectory, SharedDirectory
-from ._gate import Gate
+from ._gate import ADMITTED, Gate
 from ._listens import Listens
 from ._post import CHANNEL_CAPACITY, PostPath
-from ._replies import _Refused, empty_reply, json_reply, status_line
+from ._replies import DECODED, _Refused, empty_reply, json_reply, status_line
 from ._requests import Requests
-from ._rules import header, normalize_path
+from ._rules import header, normalize_path, route
 from ._session_paths import SessionPaths
 from ._sessions import SessionTable
 from ._state import EndpointState
@@ -159,6 +160,7 @@ class WsgiTransport:
             if not number > 0:
                 raise ValueError(f"{name} must be positive")
         self.path = normalize_path(path)
+        self._engine = engine
         self._fallback = fallback
         self._state = EndpointState(max_streams)
         self._gate = Gate(self._state, self.path, auth, allowed_hosts, allowed_origins)
@@ -284,6 +286,23 @@ class WsgiTransport:
                 start_response = Cors.wrap(start_response, allow_origin)
             body = b"".join(_refused_reply(start_response, refused))
         return written[0], written[1], body
+
+    def answers_at_once(self, environ: dict[str, Any], body: bytes) -> bool:
+        """Whether this whole request is answered at once, waiting on nothing (see `AnswersAtOnce`:
+        mcpsync's own server then runs it on its loop thread): a POST to the endpoint that
+        `check_head` let in, carrying a request the engine answers on the calling thread
+        (`Engine.answers_at_once`: a tool without a Context, a listing), and in the handshake era
+        only while the sessions live in this process (a shared store is a network round trip).
+        The decoded body is left in the environ (`DECODED`), so `__call__` does not decode it again."""
+        if environ.get(ADMITTED) is None or environ.get("REQUEST_METHOD") != "POST" or len(body) > self._max_body:
+            return False
+        message = jsonrpc.decode(body)
+        environ[DECODED] = (body, message)
+        if not isinstance(message, jsonrpc.Request):
+            return False
+        if isinstance(self._directory, SharedDirectory) and route(message, header(environ, "MCP-Protocol-Version")) is Era.HANDSHAKE:
+            return False
+        return self._engine.answers_at_once(message)
 
     # -- list changes ----------------------------------------------------------------------------
     def publish_list_changed(self, kinds: frozenset[str], origin: str = LOCAL) -> None:

@@ -53,11 +53,14 @@ class HttpServing:
             max_body_bytes=app.max_body_bytes,
             max_buffered_bytes=max_buffered_bytes,
             head_check=app.check_head,  # authenticated before a byte of the body is read
+            answers_at_once=app.answers_at_once,  # run on the loop thread: no hand-off
         )
         self.host, self.port = self._server.host, self._server.port
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{shown}:{self.port}{app.path}"
-        self._thread = threading.Thread(target=self._serve, name="mcpsync-http-server")
+        # a daemon: it may run a request (the loop serves quick ones itself), and user code stuck
+        # there must not keep the process alive once shutdown has given up on it
+        self._thread = threading.Thread(target=self._serve, name="mcpsync-http-server", daemon=True)
         self._stop_requested = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.RLock()  # re-entrant: a signal handler may interrupt its holder
