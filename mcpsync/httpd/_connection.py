@@ -58,7 +58,9 @@ NEXT_REQUEST_WAIT = 0.002
 """Seconds a worker that has just answered waits on its connection for the next request, when
 another worker is free, before giving the connection back to the poller: a client in a
 request-answer loop sends its next one within this, and is then served without the two thread
-hand-offs (loop, worker) a parked connection costs. Never after a partial request."""
+hand-offs (loop, worker) a parked connection costs. Never after a partial request, and never
+where the loop serves requests itself (`answers_at_once`): there the next one is likely the
+loop's, and workers waiting beside it would only contend with it for the interpreter."""
 HIGH_WATER = 256 * 1024
 """Bytes of a stream waiting to be sent past which no more is taken from its body."""
 PIPELINED_BYTES = 16 * 1024
@@ -291,8 +293,9 @@ class Connection:
             return False
 
     def _next_request_soon(self) -> bool:
-        """Wait up to `NEXT_REQUEST_WAIT` for the client's next bytes, if a worker is to spare."""
-        if not self._server.workers_to_spare:
+        """Wait up to `NEXT_REQUEST_WAIT` for the client's next bytes, if a worker is to spare
+        and the loop does not serve requests itself."""
+        if self._server.answers_at_once is not None or not self._server.workers_to_spare:
             return False
         if self._waiter is None:
             self._waiter = select.poll()
