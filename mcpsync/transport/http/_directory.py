@@ -105,6 +105,10 @@ class LocalDirectory:
         """`initialize` succeeded; refused when its caller is at its bound (the table's `add`)."""
         return self.table.add(created)
 
+    def held_fresh(self, session_id: str) -> bool:
+        """Every session here is this process's own: `find` never asks a store."""
+        return True
+
     def find(self, session_id: str) -> HttpSession | None:
         return self.table.find(session_id)
 
@@ -303,6 +307,12 @@ class SharedDirectory:
         if outcome:
             self.table.add(created)
         return outcome
+
+    def held_fresh(self, session_id: str) -> bool:
+        """Whether `find` would answer from this process's copy, without a round trip to the store
+        (checked within `recheck`, the bus up): such a session's request may be answered at once."""
+        owner = self.table.find(session_id)
+        return owner is not None and self._bus.connected and owner.checked_until > self._clock()
 
     def find(self, session_id: str) -> HttpSession | None:
         """The session as the store has it (its copy here, if checked within `recheck` and the

@@ -292,7 +292,8 @@ class WsgiTransport:
         mcpsync's own server then runs it on its loop thread): a POST to the endpoint that
         `check_head` let in, carrying a request the engine answers on the calling thread
         (`Engine.answers_at_once`: a tool without a Context, a listing), and in the handshake era
-        only while the sessions live in this process (a shared store is a network round trip).
+        only for a session found without a round trip to a shared store (`held_fresh`), never an
+        `initialize` (which makes a session, in the store when there is one).
         The decoded body is left in the environ (`DECODED`), so `__call__` does not decode it again."""
         if environ.get(ADMITTED) is None or environ.get("REQUEST_METHOD") != "POST" or len(body) > self._max_body:
             return False
@@ -300,8 +301,10 @@ class WsgiTransport:
         environ[DECODED] = (body, message)
         if not isinstance(message, jsonrpc.Request):
             return False
-        if isinstance(self._directory, SharedDirectory) and route(message, header(environ, "MCP-Protocol-Version")) is Era.HANDSHAKE:
-            return False
+        if route(message, header(environ, "MCP-Protocol-Version")) is Era.HANDSHAKE:
+            session_id = header(environ, "Mcp-Session-Id")
+            if session_id is None or not self._directory.held_fresh(session_id):  # initialize, or a store round trip
+                return False
         return self._engine.answers_at_once(message)
 
     # -- list changes ----------------------------------------------------------------------------
