@@ -34,6 +34,7 @@ what the client still sends. So a caller the application refuses costs no body b
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import select
@@ -419,9 +420,7 @@ class Connection:
         for name, value in head.headers:
             if "_" in name:
                 continue  # an underscore would pose as a dash in the environ: dropped, as gunicorn does
-            key = name.upper().replace("-", "_")
-            if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-                key = "HTTP_" + key
+            key = environ_key(name)
             previous = environ.get(key)
             environ[key] = value if previous is None else f"{previous}, {value}"
         environ["wsgi.input"] = io.BytesIO()  # the head check sees no body
@@ -571,6 +570,14 @@ class Connection:
         except OSError:
             pass
         self._server.release(self)
+
+
+@functools.lru_cache(maxsize=256)
+def environ_key(name: str) -> str:
+    """The environ's key for a header name (`Mcp-Session-Id` -> `HTTP_MCP_SESSION_ID`). A memo of a
+    pure function, bounded: a client sends the same few names with every request."""
+    key = name.upper().replace("-", "_")
+    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
 
 
 def _close_body(result: Iterable[bytes] | Parkable) -> None:

@@ -95,7 +95,7 @@ class Response:
         self._writer = writer
         self._head_only = environ["REQUEST_METHOD"] == "HEAD"
         self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"
-        self._what = f"{environ['REQUEST_METHOD']} {environ.get('PATH_INFO', '')}"
+        self._environ = environ  # for what the logs name the request by (`_what`)
         self.keep_alive = keep_alive
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
@@ -106,6 +106,9 @@ class Response:
         self._chunked = False
         self._length: int | None = None
         self._sent = 0
+
+    def _what(self) -> str:
+        return f"{self._environ['REQUEST_METHOD']} {self._environ.get('PATH_INFO', '')}"
 
     def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
         if exc_info is not None:
@@ -166,7 +169,7 @@ class Response:
         if self._length is not None:
             room = self._length - self._sent
             if len(chunk) > room:
-                log.error("the WSGI application sent more than its Content-Length (%d) for %s; the rest is dropped", self._length, self._what)
+                log.error("the WSGI application sent more than its Content-Length (%d) for %s; the rest is dropped", self._length, self._what())
                 chunk = chunk[:room]
             self._sent += len(chunk)
             return chunk
@@ -234,7 +237,7 @@ class Response:
         """What ends the body: the chunked terminator, or nothing; and a body shorter than its
         Content-Length ends the connection."""
         if self._length is not None and self._sent < self._length and not self._head_only:
-            log.error("the WSGI application sent %d of its Content-Length %d for %s; closing the connection", self._sent, self._length, self._what)
+            log.error("the WSGI application sent %d of its Content-Length %d for %s; closing the connection", self._sent, self._length, self._what())
             self.keep_alive = False
         return b"0\r\n\r\n" if self._chunked and not self._head_only else b""
 

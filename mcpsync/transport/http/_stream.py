@@ -196,7 +196,9 @@ class Exchange(Cancellable):
     def __init__(self, request: Request, *, streams: bool, capacity: int, asks: PendingAsks | None = None) -> None:
         super().__init__()
         self.request = request
-        self.channel = Channel(capacity)
+        self._capacity = capacity
+        self._channel: Channel | None = None  # made when first needed: an answer in hand never is
+        self._channel_lock = threading.Lock()  # its own: `ask` reads the channel under `_lock`
         self.streams = streams  # request-scoped notifications may go out (as SSE)
         self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.session_id: str | None = None  # a handshake-era session's request: its stream may resume
@@ -207,6 +209,17 @@ class Exchange(Cancellable):
     @property
     def done(self) -> bool:
         return self._done
+
+    @property
+    def channel(self) -> Channel:
+        """What goes to the client on this request's response, in order (see `Channel`)."""
+        channel = self._channel
+        if channel is None:
+            with self._channel_lock:
+                if self._channel is None:
+                    self._channel = Channel(self._capacity)
+                channel = self._channel
+        return channel
 
     # -- the engine's side ---------------------------------------------------------------------
     def notify(self, method: str, params: dict[str, Any]) -> None:
