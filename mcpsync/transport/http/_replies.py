@@ -41,8 +41,9 @@ DECODED = "mcpsync.decoded"
 
 
 def decoded_body(environ: dict[str, Any], max_body: int) -> tuple[bytes, Message]:
-    """The POST's body and its message: decoded already by `answers_at_once`, or read and decoded now."""
-    decoded: tuple[bytes, Message] | None = environ.get(DECODED)
+    """The POST's body and its message: decoded already by `answers_at_once` (taken out of the
+    environ, which a listen's stream keeps as long as it is open), or read and decoded now."""
+    decoded: tuple[bytes, Message] | None = environ.pop(DECODED, None)
     if decoded is not None:
         return decoded
     body = read_body(environ, max_body)
