@@ -34,7 +34,6 @@ what the client still sends. So a caller the application refuses costs no body b
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 import select
@@ -48,7 +47,7 @@ from ._budget import BodyBudget
 from ._parse import ParsedRequest, Refusal, RequestHead, RequestReader
 from ._poller import READ, WRITE, Poller
 from ._response import BadResponse, Clock, Parkable, Response, _Gone, check_sendable, closing_response, plain_response
-from .options import AnswersAtOnce, HeadCheck, WsgiApp
+from .options import AnswersAtOnce, HeadCheck, WsgiApp, environ_key
 
 log = logging.getLogger("mcpsync")
 
@@ -570,14 +569,6 @@ class Connection:
         except OSError:
             pass
         self._server.release(self)
-
-
-@functools.lru_cache(maxsize=256)
-def environ_key(name: str) -> str:
-    """The environ's key for a header name (`Mcp-Session-Id` -> `HTTP_MCP_SESSION_ID`). A memo of a
-    pure function, bounded: a client sends the same few names with every request."""
-    key = name.upper().replace("-", "_")
-    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
 
 
 def _close_body(result: Iterable[bytes] | Parkable) -> None:

@@ -7,6 +7,7 @@ threads): a stdio server never does. Each value is written here once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,3 +33,12 @@ AnswersAtOnce = Callable[[dict[str, Any], bytes], bool]
 body: True when the application answers it at once, waiting on nothing (no other thread, no
 network, no client), so the loop runs it itself, sparing the hand-off to a worker; False to hand it
 to a worker. The environ is the one the application is then called with."""
+
+
+@functools.lru_cache(maxsize=256)
+def environ_key(name: str) -> str:
+    """The WSGI environ's key for a header name (`Mcp-Session-Id` -> `HTTP_MCP_SESSION_ID`): what
+    the server files a header under and what the application looks it up by. A memo of a pure
+    function, bounded: a client sends the same few names with every request."""
+    key = name.upper().replace("-", "_")
+    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key

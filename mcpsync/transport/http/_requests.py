@@ -184,8 +184,7 @@ class Requests:
             final = self._final(exchange, era, outcome, caller)
             if final is not None and exchange.answer_here():  # in hand: no trip through the channel
                 return self._answer_json(start_response, final, created, exchange.request.id)
-            if final is not None:
-                exchange.answer(final)  # answered already (a shutdown): the channel has that answer
+            # else answered already (a shutdown): its answer is in the channel
         return self._respond(start_response, exchange, time.monotonic() + self._request_timeout, lambda: self._expire(exchange), created)
 
     def _forget(self, exchange: Exchange) -> None:

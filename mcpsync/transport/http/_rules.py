@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...httpd.options import environ_key
 from ...protocol.jsonrpc import ErrorCode, Message, Notification, Request
 from ...protocol.versions import HANDSHAKE_VERSIONS, Era, claims_modern
 
@@ -63,17 +64,8 @@ def route(message: Message, version_header: str | None) -> Era:
 
 def header(environ: Mapping[str, Any], name: str) -> str | None:
     """One request header, its surrounding whitespace removed, or None."""
-    value = environ.get(_environ_key(name))
+    value = environ.get(environ_key(name))
     return None if value is None else str(value).strip(" \t")
-
-
-@functools.lru_cache(maxsize=64)
-def _environ_key(name: str) -> str:
-    """The environ's name for a header (`Mcp-Method` -> `HTTP_MCP_METHOD`): the code asks for a
-    few names, once per request each. (A memo of a pure function, bounded: no state that any
-    caller can see.)"""
-    key = name.upper().replace("-", "_")
-    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
 
 
 class Headers(Mapping[str, str]):
