@@ -15,7 +15,7 @@ and any connection that became due, goes to the bounded pool of workers (`mcpsyn
 `threads`), which runs the application and writes, then gives the connection back to the poller.
 So a worker is held only while a request is run or written; a connection costs a file descriptor
 while it waits. A turn that holds the loop longer than `HAND_OVER_AFTER` (the promise broken: slow
-user code, a client that stops reading) is noticed by a watch (`_watch`), and a worker takes the
+user code, a client that stops reading) is noticed by a watch (`mcpsync._loop_turns`), and a worker takes the
 loop over while the held thread finishes its turn; the caller of `serve()` takes it back once
 free. At `max_connections` (capped below the file descriptor
 limit) one more is answered 503 and closed at once. A closing connection lingers in the loop
@@ -57,13 +57,13 @@ import threading
 import time
 from typing import Any
 
+from .._loop_turns import LoopBaton, LoopWatch
 from .._pool import WorkerPool
 from ._budget import BodyBudget
 from ._connection import RESPOND_NOW, Connection
 from ._parse import MAX_HEAD_BYTES, MAX_HEADERS
 from ._poller import READ, new_poller
 from ._response import Clock, plain_response
-from ._watch import LoopWatch
 from .options import DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS, AnswersAtOnce, HeadCheck, WsgiApp
 
 __all__ = ["MAX_HEADERS", "MAX_HEAD_BYTES", "RESPOND_NOW", "WsgiServer"]
@@ -173,13 +173,8 @@ class WsgiServer:
         self._sleep_until = 0.0
         self._stopping = False
         self._closed = False
-        # Who runs the loop: the thread whose epoch is `_loop_epoch` (see `serve`, `_hand_over`).
-        self._loop_cond = threading.Condition()
-        self._loop_epoch = 0
-        self._home_epoch = 0  # the epoch handed back to the caller of serve()
-        self._home_waiting = False
-        self._borrower = 0  # the epoch whose worker has begun running the loop
-        self._watch = LoopWatch(self._hand_over)
+        self._baton = LoopBaton(self.poller.wake)  # which thread runs the loop (see `serve`, `_hand_over`)
+        self._watch = LoopWatch(self._hand_over, "mcpsync-http-watch")
 
     @property
     def stopping(self) -> bool:
@@ -228,9 +223,9 @@ class WsgiServer:
         """Run the loop until `stop()`: on this thread, but while a worker holds it after a hand-over."""
         self._watch.start()
         try:
-            epoch = 0
-            while not self._loop(epoch):
-                epoch = self._take_loop_back()
+            epoch: int | None = 0
+            while epoch is not None and not self._loop(epoch):
+                epoch = self._baton.take_back()
         finally:
             self._watch.stop()
             self.poller.forget(self._listener.fileno())
@@ -247,14 +242,14 @@ class WsgiServer:
         """Run the loop while it is `epoch`'s: True when stopping, False once another thread has
         it (a hand-over) or, `borrowed`, once its owner waits to take it back."""
         listener = self._listener.fileno()
-        watch = self._watch
-        while self._loop_epoch == epoch:
+        watch, baton = self._watch, self._baton
+        while baton.epoch == epoch:
             if self._stopping:
                 return True
-            if borrowed and self._home_waiting:
+            if borrowed and baton.home_waiting:
                 return False
             for fd, _events in self.poller.wait(self._next_wait()):
-                if self._loop_epoch != epoch:
+                if baton.epoch != epoch:
                     self._pass_on(fd)  # held past the limit while serving: the rest is the new loop's
                     continue
                 if fd == listener:
@@ -270,7 +265,7 @@ class WsgiServer:
                         watch.end(turn)
                 elif fd in self._lingering:
                     self._drop_lingering_input(fd)
-            if self._loop_epoch == epoch:
+            if baton.epoch == epoch:
                 self._start_lingers()
                 self._fire_timers()
         return False
@@ -288,47 +283,20 @@ class WsgiServer:
     def _hand_over(self) -> None:
         """The watch's call: a turn holds the loop, so a worker takes the loop over (if one is
         free: with every worker busy, a new loop would wait for one too)."""
-        with self._loop_cond:
-            if self._stopping or not self._pool.has_room:
-                return
-            self._loop_epoch += 1
-            epoch = self._loop_epoch
+        epoch = self._baton.lend(lambda: not self._stopping and self._pool.has_room)
+        if epoch is None:
+            return
         log.debug("HTTP: a request held the loop thread for %g s; a worker runs the loop meanwhile", self._watch.limit)
         if not self._pool.submit(lambda: self._run_borrowed(epoch)):
-            self._give_back(epoch)  # the pool is closed: stopping
+            self._baton.give_back(epoch)  # the pool is closed: stopping
 
     def _run_borrowed(self, epoch: int) -> None:
         """A worker runs the loop until the caller of `serve()` waits to take it back, or stopping."""
-        with self._loop_cond:
-            self._borrower = epoch
+        self._baton.borrowed(epoch)
         try:
             self._loop(epoch, borrowed=True)
         finally:
-            self._give_back(epoch)
-
-    def _give_back(self, epoch: int) -> None:
-        with self._loop_cond:
-            if self._loop_epoch == epoch:  # still this one's (not handed over again)
-                self._loop_epoch = self._home_epoch = epoch + 1
-                self._loop_cond.notify_all()
-
-    def _reclaim_loop(self) -> None:
-        """stop(), the pool closed: a hand-over whose worker never began (its job dropped with the
-        pool) gives the loop back to the caller of `serve()`, which would wait for it forever."""
-        with self._loop_cond:
-            if self._loop_epoch != self._home_epoch and self._borrower != self._loop_epoch:
-                self._loop_epoch = self._home_epoch = self._loop_epoch + 1
-                self._loop_cond.notify_all()
-
-    def _take_loop_back(self) -> int:
-        """The caller of `serve()`, its held turn over: wait until the loop is handed back."""
-        with self._loop_cond:
-            self._home_waiting = True
-            self.poller.wake()  # the borrowing loop gives it back at its next round
-            while self._home_epoch != self._loop_epoch:
-                self._loop_cond.wait(IDLE_WAKE)
-            self._home_waiting = False
-            return self._loop_epoch
+            self._baton.give_back(epoch)
 
     def _next_wait(self) -> float:
         with self._timer_lock:
@@ -445,7 +413,7 @@ class WsgiServer:
                 connection.cut()
             clean = self._wait_connections(time.monotonic() + LATE_JOIN, streams=True)
         stuck = self._pool.close(LATE_JOIN)
-        self._reclaim_loop()
+        self._baton.reclaim()  # a hand-over whose job the closed pool dropped
         if stuck or not clean:
             log.warning("HTTP: %d connection(s) and %d worker(s) did not end in time", len(self._open_connections()), len(stuck))
         return clean and not stuck

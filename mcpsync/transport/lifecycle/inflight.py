@@ -71,6 +71,7 @@ class InFlight(Generic[R]):
         self._lock = threading.Lock()
         self._table: dict[Hashable, R] = {}
         self._work: set[concurrent.futures.Future[None]] = set()
+        self._workers = workers
         self._executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=thread_name_prefix)  # its threads start with the first request
 
     def add(self, key: Hashable, request: R) -> bool:
@@ -111,6 +112,12 @@ class InFlight(Generic[R]):
             self._work.add(work)
         work.add_done_callback(self._work_done)
         return work
+
+    @property
+    def has_room(self) -> bool:
+        """A worker is free, or may start: work submitted now begins at once."""
+        with self._lock:
+            return len(self._work) < self._workers
 
     def _work_done(self, work: concurrent.futures.Future[None]) -> None:
         with self._lock:

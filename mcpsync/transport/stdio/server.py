@@ -2,8 +2,12 @@
 
 Strategy (ARCHITECTURE.md's threading contract):
 1. Only the reader reads the wire. It decodes each frame once, answers broken frames, handles
-   `notifications/cancelled` and responses (to the server's own requests) inline, and submits
-   every request to the executor.
+   `notifications/cancelled` and responses (to the server's own requests) inline, runs itself a
+   request the engine answers at once (`Engine.answers_at_once`: a tool without a Context, a
+   listing; no thread switch) while a worker is free to take its place, and submits every other
+   request to the executor. A request it runs that holds it past `HAND_OVER_AFTER` (user code that
+   broke the promise) makes a worker the reader meanwhile (`mcpsync._loop_turns`), so the
+   cancellations and requests behind it are still read.
 2. While the era is unlocked, the reader waits for `initialize` and other era-distinctive requests to
    finish before it reads the next frame, so no pipelined frame can race the era lock.
 3. Every write happens under the output lock, after serializing outside it. A request's completion
@@ -22,7 +26,9 @@ Strategy (ARCHITECTURE.md's threading contract):
    cannot keep the server from exiting.
 
 The reader blocks in `poll()` on the wire and a wake-up pipe, never in an uninterruptible read, so
-`shutdown()` can always reach it.
+`shutdown()` can always reach it. It runs on its own thread (`mcpsync-stdio-reader`, a daemon: a
+tool may hold it forever); the thread that called `serve()` (or `start()`'s) waits for reading to
+end and then closes, so a held reader never holds up the shutdown.
 
 Server-to-client requests (handshake era only), and the request-scoped notifications, go through
 each request's exchange (`_exchange`).
@@ -41,6 +47,7 @@ from typing import Any
 
 import ujson
 
+from ..._loop_turns import IDLE_LOOK, LoopBaton, LoopWatch
 from ...engine.engine import Engine
 from ...engine.interceptors import TransportInfo
 from ...engine.outcome import Failure, NoResponse, Outcome, Subscribed, Success
@@ -115,9 +122,16 @@ class StdioServer:
         self._stopped = threading.Event()
         self._clean = True
         self._started = False
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # start()'s: it waits for reading to end, then closes
+        self._reader: threading.Thread | None = None
         self._state_lock = threading.RLock()
         self._wake_closed = False
+        # The reader's: end of input not yet seen; which thread reads (`_read_at_home`, `_hand_over`).
+        self._reading = True
+        self._baton = LoopBaton(lambda: self._wake_reader(None))
+        self._watch = LoopWatch(self._hand_over, "mcpsync-stdio-watch")
+        self._reading_ended = threading.Event()
+        self._graceful = False  # how reading ended: a shutdown (True) or end of input
 
     @property
     def session(self) -> Session:
@@ -141,9 +155,9 @@ class StdioServer:
 
     # -- running ---------------------------------------------------------------------------------
     def start(self) -> None:
-        """Serve on a background thread (`mcpsync-stdio-reader`) and return at once."""
+        """Serve on background threads (`mcpsync-stdio`, which starts the reader) and return at once."""
         self._claim_start()
-        self._thread = threading.Thread(target=self._serve, name="mcpsync-stdio-reader")
+        self._thread = threading.Thread(target=self._serve, name="mcpsync-stdio")
         self._thread.start()
 
     def serve(self) -> bool:
@@ -175,7 +189,7 @@ class StdioServer:
         """Graceful shutdown from any thread. True once everything has stopped and every request
         finished in time; False if serving is still ending or requests outlived the deadline."""
         self.request_shutdown()
-        if not self._started or (self._thread is not None and self._thread is threading.current_thread()):
+        if not self._started or threading.current_thread() in (self._thread, self._reader):
             return self._stopped.is_set()
         budget = (timeout if timeout is not None else self._shutdown_timeout) + 1.0
         stopped = self._stopped.wait(budget)
@@ -195,42 +209,102 @@ class StdioServer:
 
     # -- the reader ------------------------------------------------------------------------------
     def _serve(self) -> None:
-        graceful = False
+        """Start the reader, wait until reading has ended (on whichever thread read last), close.
+        This thread runs no request, so it closes on time even while a tool holds the reader."""
+        self._watch.start()
         try:
-            graceful = self._read_loop()
+            self._reader = threading.Thread(target=self._read_at_home, name="mcpsync-stdio-reader", daemon=True)
+            self._reader.start()
+            while not self._reading_ended.wait(IDLE_LOOK):
+                pass
+        finally:
+            if not self._reading_ended.is_set():  # this thread failed: never close under a running reader
+                self.request_shutdown()
+                self._reading_ended.wait(self._shutdown_timeout + 1.0)
+            self._watch.stop()
+            self._close(self._graceful)
+
+    def _read_at_home(self) -> None:
+        """The reader thread: read, and while a worker reads in its place (a request held this
+        thread past the watch's limit), wait to take the reading back."""
+        epoch: int | None = 0
+        while epoch is not None and not self._read_while(epoch):
+            epoch = self._baton.take_back()
+
+    def _hand_over(self) -> None:
+        """The watch's call: a request holds the reader, so a worker reads meanwhile. There is
+        always a free one: the reader runs a request itself only while one is (`_runs_here`), and
+        nothing else submits work."""
+        epoch = self._baton.lend(lambda: self._inflight.has_room)
+        if epoch is None:
+            return
+        log.debug("stdio: a request held the reader for %g s; a worker reads meanwhile", self._watch.limit)
+        try:
+            self._inflight.submit(self._read_borrowed, epoch)
+        except RuntimeError:  # the executor has stopped: reading has ended
+            self._baton.give_back(epoch)
+
+    def _read_borrowed(self, epoch: int) -> None:
+        """A worker reads until the reader thread waits to take the reading back, or reading ends."""
+        self._baton.borrowed(epoch)
+        try:
+            self._read_while(epoch, borrowed=True)
+        finally:
+            self._baton.give_back(epoch)
+
+    def _read_while(self, epoch: int, *, borrowed: bool = False) -> bool:
+        """Read while the reading is `epoch`'s; True once reading has ended for good."""
+        try:
+            graceful = self._read_loop(epoch, borrowed)
         except Exception:
             log.exception("stdio reader failed; shutting down")
+            self.request_shutdown()
+            if self._baton.epoch != epoch:  # another thread reads: it sees the shutdown
+                return False
             graceful = True
-        finally:
-            self._close(graceful)
+        if graceful is None:
+            return self._baton.ended
+        self._graceful = graceful
+        self._baton.end()
+        self._reading_ended.set()
+        return True
 
-    def _read_loop(self) -> bool:
-        """Read until end of input (returns False) or a shutdown request (returns True).
+    def _read_loop(self, epoch: int, borrowed: bool) -> bool | None:
+        """Read until end of input (returns False) or a shutdown request (returns True); None
+        once another thread reads (a hand-over) or, `borrowed`, once the reader thread waits to
+        take the reading back.
 
         Decoded messages wait in `_pending` while a request that must finish first is running;
         the reader keeps polling meanwhile, so a shutdown and a `notifications/cancelled` are
         still seen at once (the cancel is handled on arrival, the rest waits its turn).
         """
+        baton = self._baton
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         poller.register(self._done_r, select.POLLIN)
-        reading, listening = True, False
-        while True:
+        listening = False
+        while baton.epoch == epoch and not baton.ended:
             while self._pending and self._blocking is None:
                 self._dispatch(self._pending.popleft())
+                if baton.epoch != epoch:
+                    return None  # a request held this thread: the rest is the new reader's
+            if borrowed and baton.home_waiting:
+                return None
             if self._stop_requested.is_set():
                 return True
-            if not reading and self._blocking is None and not self._pending:
+            if not self._reading and self._blocking is None and not self._pending:
                 return False
             # A full backlog of frames, or of output the client has not read, stops reading until it drains.
-            want_input = reading and len(self._pending) < _MAX_PENDING and not self._output.backlogged
+            want_input = self._reading and len(self._pending) < _MAX_PENDING and not self._output.backlogged
             if want_input != listening:
                 if want_input:
                     poller.register(self._read_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
                 else:
                     poller.unregister(self._read_fd)
                 listening = want_input
-            ready = {fd for fd, _ in poller.poll()}
+            ready = {fd for fd, _ in poller.poll(IDLE_LOOK * 1000)}
+            if baton.epoch != epoch:
+                return None  # the watch lent the reading on just as a held request ended
             if self._stop_requested.is_set():
                 return True
             if self._wake_r in ready:  # a signal (its handler has run by now) or a late wake-up
@@ -242,7 +316,8 @@ class StdioServer:
             if self._blocking is not None and self._blocking.done():
                 self._blocking = None
             if self._read_fd in ready:
-                reading = self._read_some()
+                self._reading = self._read_some()
+        return None
 
     def _read_some(self) -> bool:
         """Read what is there and decode it; False at end of input."""
@@ -291,6 +366,12 @@ class StdioServer:
             return
         if self._engine.forwards_at_once(request):
             self._execute(request, exchange)  # here: it only sends the call upstream
+        elif self._runs_here(request):
+            turn = self._watch.begin()
+            try:
+                self._execute(request, exchange)
+            finally:
+                self._watch.end(turn)
         else:
             try:
                 exchange.future = self._inflight.submit(self._execute, request, exchange)
@@ -300,6 +381,12 @@ class StdioServer:
         if self._must_finish_first(request):
             self._blocking = exchange.answered
             exchange.answered.add_done_callback(self._wake_reader)
+
+    def _runs_here(self, request: Request) -> bool:
+        """Whether the reader runs `request` itself: the engine answers it at once, nothing must
+        wait for it (it is not an era's first), and a worker is free to read in its place should
+        it hold the reader after all."""
+        return self._engine.answers_at_once(request) and not self._must_finish_first(request) and self._inflight.has_room
 
     def _must_finish_first(self, request: Request) -> bool:
         method = request.method

@@ -1,0 +1,169 @@
+"""Which thread runs a request over stdio: a tool without a `Context` runs on the reader itself (no
+hand-off at all), a tool with one on a worker; a tool without a Context that is slow after all
+does not hold the requests behind it (a worker reads meanwhile, and the reading comes back to the
+reader thread afterwards); and neither a shutdown nor end of input waits on a tool that holds the
+reader. Real pipes, the real transport."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mcpsync import Context, Server, Service
+
+from .._timeouts import LONG
+from .pipes import PipeClient, modern
+
+pytestmark = pytest.mark.timeout(60)
+
+READER = "mcpsync-stdio-reader"
+WORKER = "mcpsync-worker"
+
+
+class Tools:
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        service = Service("threads")
+
+        @service.tool
+        def where() -> str:
+            """The thread that ran this call."""
+            return threading.current_thread().name
+
+        @service.tool
+        def where_with_context(ctx: Context) -> str:
+            """The thread that ran this call, which takes a Context."""
+            return threading.current_thread().name
+
+        @service.tool
+        def hold() -> str:
+            """Promises nothing and waits for the test to let it go."""
+            self.holding.set()
+            self.release.wait(LONG)
+            return threading.current_thread().name
+
+        @service.tool
+        def hold_with_context(ctx: Context) -> str:
+            """Takes a Context (so runs on a worker) and waits for the test to let it go."""
+            self.holding.set()
+            self.release.wait(LONG)
+            return threading.current_thread().name
+
+        self.service = service
+
+
+@pytest.fixture
+def tools() -> Iterator[Tools]:
+    tools = Tools()
+    yield tools
+    tools.release.set()  # never leave a tool waiting
+
+
+def _client(tools: Tools, **options: Any) -> PipeClient:
+    return PipeClient(Server("threads", services=[tools.service], **options))
+
+
+def _params(era: str, tool: str) -> dict[str, Any]:
+    params = {"name": tool, "arguments": {}}
+    return modern(params) if era == "modern" else params
+
+
+def _ran_on(client: PipeClient, era: str, tool: str, id: Any) -> str:
+    response, _ = client.request("tools/call", _params(era, tool), id=id)
+    return str(response["result"]["content"][0]["text"])
+
+
+def _open(client: PipeClient, era: str) -> None:
+    """Settle the era: its first request must finish before the next is read, so it runs on a worker."""
+    if era == "handshake":
+        client.initialize()
+    else:
+        _ran_on(client, era, "where", id="first")
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_a_tool_without_a_context_runs_on_the_reader_and_one_with_a_context_on_a_worker(tools: Tools, era: str) -> None:
+    with _client(tools) as client:
+        _open(client, era)
+        assert _ran_on(client, era, "where", id=1) == READER
+        assert _ran_on(client, era, "where_with_context", id=2).startswith(WORKER)
+        assert _ran_on(client, era, "where", id=3) == READER
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_a_slow_tool_without_a_context_does_not_hold_the_requests_behind_it(tools: Tools, era: str) -> None:
+    with _client(tools) as client:
+        _open(client, era)
+        client.request_nowait("tools/call", _params(era, "hold"), id="held")
+        assert tools.holding.wait(LONG)
+        # The reader is held in the tool: a worker reads, and answers, what comes next.
+        assert _ran_on(client, era, "where", id=1).startswith(WORKER)
+        listing, _ = client.request("tools/list", modern() if era == "modern" else None, id=2)
+        assert "tools" in listing["result"], listing
+        tools.release.set()
+        answer = client.recv()
+        assert answer["id"] == "held" and answer["result"]["content"][0]["text"] == READER
+        # The reading goes home once the held turn is over (the next request may still find the worker reading).
+        ran_on = [_ran_on(client, era, "where", id=f"after-{attempt}") for attempt in range(3)]
+        for attempt in range(3, 200):
+            if ran_on[-1] == READER:
+                break
+            ran_on.append(_ran_on(client, era, "where", id=f"after-{attempt}"))
+        assert ran_on[-1] == READER, ran_on
+
+
+def test_a_cancelled_request_held_on_the_reader_is_never_answered(tools: Tools) -> None:
+    with _client(tools) as client:
+        client.initialize()
+        client.request_nowait("tools/call", _params("handshake", "hold"), id="held")
+        assert tools.holding.wait(LONG)
+        client.notify("notifications/cancelled", {"requestId": "held"})  # read by the worker reading meanwhile
+        pong, before = client.request("ping", id=1)
+        assert pong["result"] == {} and before == []
+        tools.release.set()
+        pong, before = client.request("ping", id=2)
+        assert pong["result"] == {} and before == []  # the held call's answer was dropped
+
+
+def test_shutdown_does_not_wait_for_a_tool_holding_the_reader(tools: Tools) -> None:
+    client = _client(tools, shutdown_timeout=0.2)
+    try:
+        client.initialize()
+        client.request_nowait("tools/call", _params("handshake", "hold"), id="held")
+        assert tools.holding.wait(LONG)
+        assert client.transport.shutdown() is False  # the held request outlived the deadline
+        answer = client.recv()
+        assert answer["id"] == "held" and answer["error"]["message"] == "the server is shutting down"
+    finally:
+        tools.release.set()
+        client.finish()
+
+
+def test_end_of_input_while_a_tool_holds_the_reader_lets_it_finish(tools: Tools) -> None:
+    client = _client(tools)
+    client.initialize()
+    client.request_nowait("tools/call", _params("handshake", "hold"), id="held")
+    assert tools.holding.wait(LONG)
+    client.close_input()  # the worker reading meanwhile sees the end of input
+    tools.release.set()
+    answer = client.recv()
+    assert answer["id"] == "held" and answer["result"]["content"][0]["text"] == READER
+    assert client.finish() == []
+
+
+def test_with_every_worker_busy_the_reader_runs_nothing_itself(tools: Tools) -> None:
+    """No worker could read in its place should the call hold it: the call queues for a worker."""
+    with _client(tools, workers=1) as client:
+        client.initialize()
+        client.request_nowait("tools/call", _params("handshake", "hold_with_context"), id="held")
+        assert tools.holding.wait(LONG)
+        client.request_nowait("tools/call", _params("handshake", "where"), id="queued")
+        client.send(b"{broken\n")  # the reader answers this itself, once it has placed the call before it
+        assert client.recv()["error"]["code"] == -32700
+        tools.release.set()
+        answers = {frame["id"]: frame["result"]["content"][0]["text"] for frame in (client.recv(), client.recv())}
+        assert answers["held"].startswith(WORKER) and answers["queued"].startswith(WORKER)
