@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .bus import Bus
     from .bus.store import Store
     from .gateway.remote import RemoteSource
+    from .telemetry import Telemetry
     from .transport.http.endpoint import WsgiTransport
     from .transport.http.serving import HttpServing
 
@@ -107,6 +108,8 @@ class Server:
         tasks: the runner of the calls that become tasks (`@service.tool(task="optional")`), with
             its limits and store (`TaskRunner(store, limits=TaskLimits(...))`); default: one keeping
             its records here, or in Redis with a Redis `bus`. `close()` fails what still runs then.
+        telemetry: OpenTelemetry spans and metrics for every request served (`mcpsync.telemetry`,
+            the `otel` extra); None: nothing of OpenTelemetry is imported.
     """
 
     def __init__(
@@ -137,6 +140,7 @@ class Server:
         single_use_state: bool = False,
         max_sessions_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER,
         tasks: TaskRunner | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if max_sessions_per_caller < 1:
             raise ValueError("max_sessions_per_caller must be at least 1")
@@ -158,7 +162,10 @@ class Server:
             ask_timeout=ask_timeout,
             single_use_state=single_use_state,
             tasks=tasks,
+            observer=telemetry.server_observer() if telemetry is not None else None,
         )
+        self.telemetry = telemetry
+        """Also traces the calls this gateway sends its upstreams (`add_remote`)."""
         self.workers = workers
         self.max_frame_bytes = max_frame_bytes
         self.shutdown_timeout = shutdown_timeout
@@ -256,7 +263,8 @@ class Server:
             roots=fixed_roots,
         )
         remote = upstream_source(
-            name, target, options, env=env, cwd=cwd, headers=headers, auth=auth, mode=mode, timeout=timeout, client_roots=self._client_roots
+            name, target, options, env=env, cwd=cwd, headers=headers, auth=auth, mode=mode, timeout=timeout, client_roots=self._client_roots,
+            telemetry=self.telemetry,
         )
         self.catalog.add_remote(remote)
         return remote

@@ -46,7 +46,7 @@ def connect(
             replace its fields).
         options: the session's settings as one `SessionOptions`; the other keywords (mode,
             timeout, client_info, roots, sampling, elicitation, on_log, on_change, on_lost,
-            log_level, max_input_rounds, elicitation_modes, roots_list_changed) are its fields,
+            log_level, max_input_rounds, elicitation_modes, roots_list_changed, telemetry) are its fields,
             those of `ClientSession`, and replace the ones of `options`. `timeout` also bounds
             connecting over HTTP.
 

@@ -19,6 +19,7 @@ from ._server_requests import Handler
 
 if TYPE_CHECKING:
     from ..auth.client.credentials import HttpCredentials
+    from ..telemetry import Telemetry
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -40,6 +41,8 @@ class SessionOptions:
     max_input_rounds: int = MAX_INPUT_ROUNDS
     elicitation_modes: Sequence[str] = ("form",)
     roots_list_changed: bool = False
+    telemetry: Telemetry | None = None
+    """OpenTelemetry spans and metrics for every request sent (`mcpsync.telemetry`)."""
 
 
 def session_options(options: SessionOptions | None, **settings: Any) -> SessionOptions:

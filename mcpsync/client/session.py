@@ -104,6 +104,8 @@ class ClientSession:
             change and resource update, before any response that arrives after it is delivered
             (a gateway relays changes this way, ahead of the result of the call that caused them).
         on_lost: called once when the connection is lost, after every pending call has failed.
+        telemetry: a `mcpsync.telemetry.Telemetry`: an OpenTelemetry CLIENT span and a duration
+            for every request, whose trace context goes into the request's `params._meta`.
         log_level: in 2026-07-28, the `logLevel` every request asks for (a server sends
             `notifications/message` only when asked); the handshake era uses logging/setLevel.
         max_input_rounds: how many `input_required` rounds one call may take (below).
@@ -169,6 +171,7 @@ class ClientSession:
         self._asked = ServerRequests(self._handlers, self._connection)  # answers the server's requests
         self._tool_headers = ToolHeaders(connection, self._lock)  # what the last list_tools() said of the tools' headers
         self._task_support: dict[str, str] | None = None  # each tool's execution.taskSupport, from the last list_tools()
+        self._observer = chosen.telemetry.client_observer() if chosen.telemetry is not None else None
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -286,13 +289,23 @@ class ClientSession:
     def _register(
         self, request_id: Any, method: str, params: dict[str, Any] | None, progress: Progress | None = None, timeout: float | None = None
     ) -> PendingCall:
+        watch = None
+        if self._observer is not None:  # its span begins here, in the caller's context, and goes in _meta
+            watch, params = self._observer.begin(method, request_id, params, self._connection, self.protocol_version)
         pending = PendingCall(self, request_id, method, params, progress, timeout)
-        with self._lock:
-            if self._closed:
-                raise SessionClosed("the session is closed")
-            if self._lost is not None:
-                raise ConnectionLost(str(self._lost)) from self._lost
-            self._calls.add(pending)
+        try:
+            with self._lock:
+                if self._closed:
+                    raise SessionClosed("the session is closed")
+                if self._lost is not None:
+                    raise ConnectionLost(str(self._lost)) from self._lost
+                self._calls.add(pending)
+        except Exception as exc:
+            if watch is not None:
+                watch.end(None, exc)
+            raise
+        if watch is not None:
+            pending.on_done(watch.end)
         return pending
 
     def _take_pending(self, request_id: Any) -> PendingCall | None:

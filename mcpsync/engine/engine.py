@@ -36,6 +36,7 @@ from ..protocol.versions import (
 from ..tasks.runner import TaskRunner
 from . import entry_operations, operations, task_operations
 from .interceptors import Call, Interceptor, TransportInfo
+from .observer import Observation, Observer
 from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .request_state import DEFAULT_TTL, RequestStateSealer
 from .seams import Exchange, ForwardedTool
@@ -107,6 +108,7 @@ class Engine:
         single_use_state: bool = False,
         claim: Claim | None = None,
         tasks: TaskRunner | None = None,
+        observer: Observer | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -130,6 +132,8 @@ class Engine:
         """What the operations read: the one copy of the settings they share with the engine."""
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
+        self.observer = observer
+        """Sees every request begin and end (`mcpsync.telemetry`); None: nothing is watched."""
 
     # The settings live in `served`; these are the ones callers read (and the CLI sets).
     @property
@@ -264,7 +268,30 @@ class Engine:
         principal: Principal | None = None,
     ) -> Outcome:
         """`execute`, never raising: reaching the guard is an engine bug, logged and answered
-        -32603 (every transport runs requests this way)."""
+        -32603 (every transport runs requests this way). The `observer`, if any, sees it begin
+        here and end with its final outcome (a forwarded call's when the upstream answers)."""
+        observer = self.observer
+        if observer is None:
+            return self._execute_guarded(request, session, exchange, transport, header_check, principal)
+        observation = observer.begin(request, session, transport)
+        try:
+            outcome = self._execute_guarded(request, session, exchange, transport, header_check, principal)
+        finally:
+            observation.leave()
+        if isinstance(outcome, Deferred):
+            return _observed_later(outcome, observation)
+        observation.end(outcome)
+        return outcome
+
+    def _execute_guarded(
+        self,
+        request: Request,
+        session: Session,
+        exchange: Exchange,
+        transport: TransportInfo,
+        header_check: HeaderCheck | None,
+        principal: Principal | None,
+    ) -> Outcome:
         try:
             return self.execute(request, session, exchange, transport, header_check, principal)
         except Exception:
@@ -432,6 +459,19 @@ class Engine:
             result.setdefault("ttlMs", self.ttl_ms)
             result.setdefault("cacheScope", "private" if private else self.cache_scope)
         return result
+
+
+def _observed_later(later: Deferred, observation: Observation) -> Deferred:
+    """A forwarded call's outcome, seen by the observer as it is delivered."""
+
+    def then(deliver: Callable[[Outcome], None]) -> None:
+        def ended(final: Outcome) -> None:
+            observation.end(final)
+            deliver(final)
+
+        later.then(ended)
+
+    return Deferred(then)
 
 
 def _checked_flag(value: bool) -> bool:

@@ -25,6 +25,7 @@ from .remote import RemoteOptions, RemoteSource
 
 if TYPE_CHECKING:
     from ..auth.client.credentials import HttpCredentials
+    from ..telemetry import Telemetry
 
 STOP_EXIT_GRACE = 1.0
 """Seconds an upstream gets to exit by itself once the gateway closes its stdin."""
@@ -57,6 +58,7 @@ def upstream_source(
     mode: str = "auto",
     timeout: float = 60.0,
     client_roots: ClientRoots | None = None,
+    telemetry: Telemetry | None = None,
 ) -> RemoteSource:
     """A source for `target` (a command list, or an http(s) URL), not yet started. `client_roots`
     answers the upstream's `roots/list` outside a call when `options.roots` is not set."""
@@ -81,6 +83,7 @@ def upstream_source(
             roots=handlers["roots"],
             sampling=handlers["sampling"],
             elicitation=handlers["elicitation"],
+            telemetry=telemetry,  # a forwarded call's span is a child of the gateway's server span
         )
 
     remote = RemoteSource(name, connector, options, client_roots=client_roots)

@@ -49,6 +49,8 @@ ONLY_WHEN_ASKED = (
     "tomllib",
     "subprocess",
     "socket",
+    "mcpsync.telemetry",
+    "opentelemetry",
 )
 
 

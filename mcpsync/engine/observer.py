@@ -1,0 +1,32 @@
+"""What watches each request the engine runs, from its start to its outcome (`Engine(observer=...)`):
+`mcpsync.telemetry`'s spans and metrics.
+
+Why a protocol here: the engine must not import OpenTelemetry (an optional extra), nor know what
+watches it; it calls `begin` and the two ends, and an engine without an observer pays one attribute
+read per request.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..protocol.jsonrpc import Request
+from .interceptors import TransportInfo
+from .outcome import Outcome
+from .session import Session
+
+
+class Observation(Protocol):
+    """One request watched: `leave()` on the thread that began it, once the engine has returned
+    there; `end(outcome)` once, with the final outcome, on whichever thread has it."""
+
+    def leave(self) -> None: ...
+
+    def end(self, outcome: Outcome) -> None: ...
+
+
+class Observer(Protocol):
+    """Watches every request the engine runs; `begin` is called on the thread that runs it, before
+    anything else, and must not raise."""
+
+    def begin(self, request: Request, session: Session, transport: TransportInfo) -> Observation: ...

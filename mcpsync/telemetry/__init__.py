@@ -1,0 +1,70 @@
+"""OpenTelemetry traces and metrics for mcpsync's server and client, by the semantic conventions for
+MCP (OpenTelemetry's `docs/gen-ai/mcp.md`).
+
+Turn it on with a `Telemetry` given to a `Server` (`Server(..., telemetry=Telemetry())`) or to a
+client session (`connect(..., telemetry=Telemetry())`); `mcpsync serve --otel` does the first.
+Without one nothing of OpenTelemetry is imported and a request pays nothing. With one, mcpsync
+uses the OpenTelemetry API only (the `otel` extra: `pip install 'mcpsync[otel]'`); which SDK,
+exporters and sampler record what it reports is the application's choice, made the usual way
+(`trace.set_tracer_provider`, `metrics.set_meter_provider`) or given here.
+
+What it reports:
+
+- a SERVER span for every request the server runs, named `{mcp.method.name} {target}` (the tool's
+  or prompt's name), with the conventions' attributes; its parent is the trace context the client
+  put in the request's `params._meta` (`traceparent`, `tracestate`, `baggage`, reserved for this
+  by the 2026-07-28 revision), and the context current when it began (an HTTP server span, say)
+  is linked to it. While a tool runs its span is the current one, so the tool's own spans are its
+  children;
+- a CLIENT span for every request the client sends, whose context goes into the request's
+  `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
+- the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, in seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine.observer import Observer
+    from ._otel import ClientObserver
+
+__all__ = ["Telemetry"]
+
+
+class Telemetry:
+    """Where mcpsync's spans and measurements go: `tracer_provider` and `meter_provider` (None: the
+    global ones OpenTelemetry has when the first request comes). One may serve several servers and
+    clients.
+
+    Raises:
+        ImportError: the OpenTelemetry API is not installed (the `otel` extra).
+    """
+
+    def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        try:
+            from . import _otel
+        except ImportError as exc:
+            raise ImportError("Telemetry needs the OpenTelemetry API: pip install 'mcpsync[otel]'") from exc
+        self._otel = _otel
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._lock = threading.Lock()
+        self._instruments: _otel.Instruments | None = None
+
+    def _made(self) -> Any:
+        """The tracer and the histograms, made once, at first use (the global providers may be set
+        after this object is made, as long as it is before serving)."""
+        with self._lock:
+            if self._instruments is None:
+                self._instruments = self._otel.Instruments(self._tracer_provider, self._meter_provider)
+            return self._instruments
+
+    def server_observer(self) -> Observer:
+        """What a `Server`'s engine calls around each request (`Engine(observer=...)`)."""
+        return self._otel.ServerObserver(self._made)
+
+    def client_observer(self) -> ClientObserver:
+        """What a client session calls around each request it sends."""
+        return self._otel.ClientObserver(self._made)

@@ -1,0 +1,249 @@
+"""The spans and histograms of `Telemetry`, on the OpenTelemetry API (imported only from here).
+
+Strategy: the engine calls `ServerObserver.begin` on the thread that runs a request, before
+anything else; the span starts there, with the trace context the client put in `params._meta` as
+its parent (or the current context when it put none), and is made current for the request's own
+code. `leave()` puts the previous context back on that thread; `end(outcome)` sets the error
+attributes and the status from the outcome, ends the span and records the duration, on whichever
+thread has the outcome (a forwarded call's ends on the thread that reads the upstream). The client
+side does the same around a `PendingCall`, and puts its span's context into the request's `_meta`.
+
+Nothing here may fail a request: a malformed `traceparent` is ignored, as the W3C rules say.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+from .._version import __version__
+from ..engine.interceptors import TransportInfo
+from ..engine.outcome import Failure, Outcome, Success
+from ..engine.session import Session
+from ..protocol.jsonrpc import McpError, Request
+from ..protocol.versions import META_PROTOCOL_VERSION
+
+SCOPE = "mcpsync"
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+"""The `_meta` keys that carry W3C trace context and baggage (SEP-414; reserved in 2026-07-28)."""
+DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+"""The conventions' advised histogram boundaries, in seconds."""
+TARGETED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
+"""Methods whose span name ends with a target, and the attribute that names it."""
+WITH_URI = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe", "notifications/resources/updated"})
+METRIC_KEYS = frozenset(
+    {"mcp.method.name", "error.type", "gen_ai.tool.name", "gen_ai.prompt.name", "rpc.response.status_code",
+     "gen_ai.operation.name", "mcp.protocol.version", "network.transport", "network.protocol.name", "network.protocol.version"}
+)
+"""The span attributes a duration is recorded with: none that grows without bound (no ids, no URI)."""
+TOOL_ERROR = "tool_error"
+
+
+class Instruments:
+    """The tracer and the two operation histograms, from the given providers or the global ones."""
+
+    def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
+        self.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE, __version__, meter_provider=meter_provider)
+        self.server_duration = meter.create_histogram(
+            "mcp.server.operation.duration", unit="s", description="How long the server took to answer an MCP request",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.client_duration = meter.create_histogram(
+            "mcp.client.operation.duration", unit="s", description="How long an MCP request took, as the client saw it",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+
+
+def request_attributes(method: str, request_id: Any, params: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The span name and the attributes a request's params give, on either side."""
+    attributes: dict[str, Any] = {"mcp.method.name": method}
+    if request_id is not None:
+        attributes["jsonrpc.request.id"] = str(request_id)
+    name = method
+    if params:
+        key = TARGETED.get(method)
+        target = params.get("name") if key else None
+        if key and isinstance(target, str):
+            attributes[key] = target
+            name = f"{method} {target}"
+        if method in WITH_URI and isinstance(params.get("uri"), str):
+            attributes["mcp.resource.uri"] = params["uri"]
+    if method == "tools/call":
+        attributes["gen_ai.operation.name"] = "execute_tool"
+    return name, attributes
+
+
+def _error_attributes(error: McpError) -> dict[str, str]:
+    code = str(int(error.code))
+    return {"error.type": code, "rpc.response.status_code": code}
+
+
+def _is_tool_error(method: str, result: Any) -> bool:
+    return method == "tools/call" and isinstance(result, dict) and result.get("isError") is True
+
+
+def _remote_parent(params: dict[str, Any]) -> otel_context.Context | None:
+    """The context the peer put in `params._meta`, if it is a valid one."""
+    meta = params.get("_meta")
+    if type(meta) is not dict or "traceparent" not in meta:
+        return None
+    carrier = {key: value for key in TRACE_KEYS if isinstance(value := meta.get(key), str)}
+    try:
+        extracted = propagate.extract(carrier)
+    except Exception:  # a propagator refusing what a peer sent must not fail its request
+        return None
+    return extracted if trace.get_current_span(extracted).get_span_context().is_valid else None
+
+
+class _Watched:
+    """One span, current on the thread that began it until `leave()`, ended by `end()`."""
+
+    __slots__ = ("_span", "_token", "_histogram", "_attributes", "_started", "_method")
+
+    def __init__(
+        self, span: trace.Span, token: contextvars.Token[otel_context.Context] | None, histogram: Any, attributes: dict[str, Any], method: str
+    ) -> None:
+        self._span = span
+        self._token = token
+        self._histogram = histogram
+        self._attributes = attributes
+        self._started = time.perf_counter()
+        self._method = method
+
+    def leave(self) -> None:
+        if self._token is not None:
+            otel_context.detach(self._token)
+            self._token = None
+
+    def _finish(self, errors: dict[str, str], description: str | None) -> None:
+        span = self._span
+        if errors:
+            span.set_attributes(errors)
+            span.set_status(Status(StatusCode.ERROR, description))
+        span.end()
+        measured = {key: value for key, value in self._attributes.items() if key in METRIC_KEYS}
+        self._histogram.record(time.perf_counter() - self._started, {**measured, **errors})
+
+
+class _ServerRequest(_Watched):
+    __slots__ = ()
+
+    def end(self, outcome: Outcome) -> None:
+        if isinstance(outcome, Failure):
+            self._finish(_error_attributes(outcome.error), outcome.error.message)
+        elif isinstance(outcome, Success) and _is_tool_error(self._method, outcome.result):
+            self._finish({"error.type": TOOL_ERROR}, None)
+        else:
+            self._finish({}, None)
+
+
+class ServerObserver:
+    """The engine's `Observer`: a SERVER span and a duration for each request."""
+
+    def __init__(self, instruments: Callable[[], Instruments]) -> None:
+        self._instruments = instruments
+
+    def begin(self, request: Request, session: Session, transport: TransportInfo) -> _ServerRequest:
+        made = self._instruments()
+        params = request.params
+        name, attributes = request_attributes(request.method, request.id, params)
+        attributes.update(_transport_attributes(transport.name))
+        version = _protocol_version(params, session)
+        if version is not None:
+            attributes["mcp.protocol.version"] = version
+        owner = session.tasks_owner
+        if owner is not None and owner.startswith("session:"):
+            attributes["mcp.session.id"] = owner.removeprefix("session:")
+        parent = _remote_parent(params)
+        links = None
+        if parent is not None:  # the conventions: the peer's context is the parent, the ambient one a link
+            ambient = trace.get_current_span().get_span_context()
+            links = [Link(ambient)] if ambient.is_valid else None
+        span = made.tracer.start_span(
+            name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links,
+            record_exception=False, set_status_on_exception=False,
+        )
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        return _ServerRequest(span, token, made.server_duration, attributes, request.method)
+
+
+def _transport_attributes(transport: str) -> dict[str, str]:
+    if transport == "http":
+        return {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1"}
+    return {"network.transport": "pipe"}
+
+
+def _protocol_version(params: dict[str, Any], session: Session) -> str | None:
+    meta = params.get("_meta")
+    if type(meta) is dict and isinstance(meta.get(META_PROTOCOL_VERSION), str):
+        return str(meta[META_PROTOCOL_VERSION])
+    if session.negotiated_version is not None:
+        return session.negotiated_version
+    asked = params.get("protocolVersion")  # initialize
+    return asked if isinstance(asked, str) else None
+
+
+class _ClientRequest(_Watched):
+    __slots__ = ()
+
+    def end(self, result: Any, error: BaseException | None) -> None:
+        if isinstance(error, McpError):
+            self._finish(_error_attributes(error), error.message)
+        elif error is not None:
+            self._finish({"error.type": type(error).__qualname__}, str(error))
+        elif _is_tool_error(self._method, result):
+            self._finish({"error.type": TOOL_ERROR}, None)
+        else:
+            self._finish({}, None)
+
+
+class ClientObserver:
+    """A CLIENT span and a duration for each request a client session sends; the span's context
+    goes into the request's `_meta`."""
+
+    def __init__(self, instruments: Callable[[], Instruments]) -> None:
+        self._instruments = instruments
+
+    def begin(
+        self, method: str, request_id: Any, params: dict[str, Any] | None, connection: Any, protocol_version: str | None
+    ) -> tuple[_ClientRequest, dict[str, Any] | None]:
+        """The call's watch, and the params to send (a copy, with the trace context in `_meta`)."""
+        made = self._instruments()
+        name, attributes = request_attributes(method, request_id, params)
+        attributes.update(_peer_attributes(connection))
+        if protocol_version is not None:
+            attributes["mcp.protocol.version"] = protocol_version
+        span = made.tracer.start_span(
+            name, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False, set_status_on_exception=False
+        )
+        watch = _ClientRequest(span, None, made.client_duration, attributes, method)
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        if not carrier:  # nothing to carry (no SDK, or not sampled): the params go as they are
+            return watch, params
+        meta = params.get("_meta") if params else None
+        return watch, {**(params or {}), "_meta": {**meta, **carrier} if isinstance(meta, dict) else carrier}
+
+
+def _peer_attributes(connection: Any) -> dict[str, Any]:
+    """Where the client's requests go: a URL's host and port over TCP, or a pipe."""
+    url = getattr(connection, "url", None)
+    if not isinstance(url, str):
+        return {"network.transport": "pipe"}
+    parts = urlsplit(url)
+    attributes: dict[str, Any] = {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1"}
+    if parts.hostname:
+        attributes["server.address"] = parts.hostname
+        attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
+    session_id = getattr(connection, "session_id", None)
+    if isinstance(session_id, str):
+        attributes["mcp.session.id"] = session_id
+    return attributes
