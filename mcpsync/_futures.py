@@ -59,6 +59,7 @@ class OneShot:
             self._outcome = outcome = (None, error) if error is not None else (result, None)
             callbacks, self._callbacks = self._callbacks, None
             event = self._event
+        self._before_wake(*outcome)
         if event is not None:
             event.set()
         if callbacks:
@@ -68,6 +69,10 @@ class OneShot:
                 except Exception:
                     log.exception("a completion callback raised")
         return True
+
+    def _before_wake(self, result: Any, error: BaseException | None) -> None:
+        """A subclass's last word on the settling thread, before a waiting thread wakes (the
+        client ends a request's span here, so the caller's next span never overlaps it)."""
 
     def on_done(self, callback: DoneCallback) -> None:
         """`callback(result, None)` or `callback(None, error)` once it ends, on the thread that

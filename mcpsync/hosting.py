@@ -92,9 +92,12 @@ def run_http(
 
 def _close(server: Server) -> None:
     """After serving: the running tasks are cancelled and given `shutdown_timeout` to return (their
-    results kept), as the requests were; then the rest, whose transports have stopped already."""
+    results kept), as the requests were; then the rest, whose transports have stopped already, and
+    the telemetry is flushed."""
     server.engine.tasks.close(server.shutdown_timeout)
     server.close(timeout=0)
+    if server.telemetry is not None:  # the spans and measurements still held go out before the process does
+        server.telemetry.flush()
 
 
 def _leave_unless(clean: bool) -> None:

@@ -162,10 +162,12 @@ class Server:
             ask_timeout=ask_timeout,
             single_use_state=single_use_state,
             tasks=tasks,
-            observer=telemetry.server_observer() if telemetry is not None else None,
         )
-        self.telemetry = telemetry
-        """Also traces the calls this gateway sends its upstreams (`add_remote`)."""
+        self.telemetry: Telemetry | None = None
+        """Traces and measures the requests served, and the calls sent to the upstreams added
+        after it is set (`use_telemetry`)."""
+        if telemetry is not None:
+            self.use_telemetry(telemetry)
         self.workers = workers
         self.max_frame_bytes = max_frame_bytes
         self.shutdown_timeout = shutdown_timeout
@@ -184,6 +186,13 @@ class Server:
             self.use_bus(bus, store)
         elif store is not None:
             raise ValueError("a shared store needs the replicas' bus: give bus= too")
+
+    def use_telemetry(self, telemetry: Telemetry) -> None:
+        """Trace and measure every request served from now on (`mcpsync.telemetry`), and the calls
+        sent to the upstreams added after this (`mcpsync serve --otel` calls it on the Server it
+        serves, before adding the config's upstreams)."""
+        self.telemetry = telemetry
+        self.engine.observer = telemetry.server_observer()
 
     @property
     def name(self) -> str:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..auth import Auth
     from ..engine.request_state import RequestStateSealer
     from ..server import Server
+    from ..telemetry import Telemetry
     from .config import GatewayConfig
     from .loader import Servable
 
@@ -63,11 +64,12 @@ def build_server(
     max_buffered_bytes: int | None = None,
     *,
     auth: Auth | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Server:
     """The Server that `serve` runs, with `auth` (else a loaded Server keeps its own) and the bus;
     `given` holds the Server settings of the command line (workers, max_frame_bytes, page_size,
     write_timeout), None where not given. `max_buffered_bytes` must hold one of its bodies."""
-    server = _compose(target, config, name, given)
+    server = _compose(target, config, name, given, telemetry)
     if max_buffered_bytes is not None and max_buffered_bytes < server.max_frame_bytes:
         raise click.BadParameter(f"must hold at least one body of --max-frame-bytes ({server.max_frame_bytes})", param_hint="--max-buffered-bytes")
     if auth is not None:
@@ -81,8 +83,9 @@ def build_server(
     return server
 
 
-def _compose(target: str | None, config: GatewayConfig | None, name: str | None, given: dict[str, Any]) -> Server:
-    """The target's Server (or the demo's) plus config services and upstreams."""
+def _compose(target: str | None, config: GatewayConfig | None, name: str | None, given: dict[str, Any], telemetry: Telemetry | None) -> Server:
+    """The target's Server (or the demo's) plus config services and upstreams, traced with
+    `telemetry` before any upstream is added (so the calls forwarded to them are traced too)."""
     from ..server import Server
 
     settings = config.server if config is not None else {}
@@ -108,9 +111,11 @@ def _compose(target: str | None, config: GatewayConfig | None, name: str | None,
         server.engine.page_size = options.get("page_size", server.engine.page_size)
         if server_name:
             server.engine.server_info["name"] = server_name
+        if telemetry is not None:
+            server.use_telemetry(telemetry)
     else:
         first = head.name if head is not None else "mcpsync-gateway"
-        server = Server(server_name or first, settings.get("version", __version__), **options)
+        server = Server(server_name or first, settings.get("version", __version__), telemetry=telemetry, **options)
         if secret is not None:
             server.engine.request_states = _sealer(secret, server.engine.request_states.ttl)
         if head is not None:

@@ -35,6 +35,7 @@ from ._serve_build import build_server, checked_bus, read_config
 
 if TYPE_CHECKING:
     from ..server import Server
+    from ..telemetry import Telemetry
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,6 +113,14 @@ def _unless_given(flag: str, kind: click.ParamType[Any], help: str) -> Callable[
     help="Share list changes, resource updates and handshake-era sessions with the other processes serving the "
     "same clients (replicas) through this Redis: redis://HOST:PORT/DB (the redis extra). Default: this process alone.",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Trace and measure every request with OpenTelemetry (spans and metrics by its MCP conventions), exported by "
+    "OTLP/HTTP as the standard variables say: OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318), OTEL_SERVICE_NAME, "
+    "OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS, ... Needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http. "
+    "Not with --processes.",
+)
 @_unless_given(
     "--processes",
     click.IntRange(min=1),
@@ -180,6 +189,7 @@ def serve(
     auth_servers: tuple[str, ...],
     auth_scopes: tuple[str, ...],
     bus_url: str | None,
+    otel: bool,
 ) -> None:
     """Serve MCP over stdio (or HTTP with --http), both protocol eras.
 
@@ -211,6 +221,10 @@ def serve(
     --auth-introspection-url or --auth-token-file, and its metadata tells clients where to get
     one. An option overrides its key of the table. They replace a served Server's own auth.
 
+    With --otel every request gets an OpenTelemetry span and its duration is measured (the MCP
+    conventions), exported by OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; a client that sends its
+    trace context in params._meta (traceparent) gets its trace continued.
+
     \b
     Examples:
       mcpsync serve
@@ -219,11 +233,14 @@ def serve(
       mcpsync serve --upstream "npx -y @modelcontextprotocol/server-everything"
       mcpsync serve --config ~/.config/Claude/claude_desktop_config.json
       mcpsync serve app.py --http 127.0.0.1:8000
+      OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 mcpsync serve app.py --otel
       mcpsync serve app.py --http 0.0.0.0:8000 --processes 4 --bus redis://127.0.0.1:6379/0
       mcpsync serve app.py --http 0.0.0.0:8000 --auth-resource https://mcp.example.com/mcp \\
         --auth-issuer https://login.example.com --auth-jwks-url https://login.example.com/jwks
     """
     _check_transport_options(http_address, processes, write_timeout, max_buffered_bytes)
+    if otel and (processes or 1) > 1:
+        raise click.UsageError("--otel serves one process: with --processes, let each worker's Server make its own Telemetry")
     config = read_config(config_path, upstreams)
     level = log_level or (config.server if config is not None else {}).get("log_level", "warning")
     log_to_stderr(level)
@@ -232,7 +249,7 @@ def serve(
     auth = auth_for(config, given, over_http=http_address is not None)
     bus = checked_bus(bus_url, config)
     settings = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size, "write_timeout": write_timeout}
-    build = partial(build_server, target, config, name, settings, bus, max_buffered_bytes)
+    build = partial(build_server, target, config, name, settings, bus, max_buffered_bytes, telemetry=_telemetry() if otel else None)
     if http_address is None:
         _serve_stdio(build)
         return
@@ -251,6 +268,16 @@ def serve(
         raise click.BadParameter("must be below --max-connections: each open stream holds a connection", param_hint="--max-streams") from None
     # Each worker builds its own server and auth after the fork: nothing made here is shared.
     _serve_processes(lambda: build(auth=auth_for(config, given, over_http=True)), processes, host, port, options, level, bus)
+
+
+def _telemetry() -> Telemetry:
+    """`--otel`: OTLP export as the OTEL_* variables say; what is missing said in one line."""
+    from ..telemetry import Telemetry
+
+    try:
+        return Telemetry.from_environment()
+    except (ImportError, ValueError) as exc:
+        raise click.ClickException(f"--otel: {exc}") from exc
 
 
 def _check_transport_options(http_address: str | None, processes: int | None, write_timeout: float | None, max_buffered_bytes: int | None) -> None:

@@ -7,12 +7,15 @@ state machine of its own, which a gateway drives directly (`prepare_request`, th
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from .._futures import OneShot
 from ..errors import CallCancelled, CallTimeout
+
+log = logging.getLogger("mcpsync")
 
 Progress = Callable[[float, "float | None", "str | None"], None]
 """Called with (progress, total, message) for each progress notification of a call."""
@@ -29,6 +32,12 @@ class Session(Protocol):
     def _cancel_on_wire(self, request_id: Any, reason: str, timeout: float | None = None) -> None: ...
 
 
+class Watch(Protocol):
+    """The telemetry's watch over one call (`mcpsync.telemetry`): ended once, with its outcome."""
+
+    def end(self, result: Any, error: BaseException | None) -> None: ...
+
+
 _UNSENT, _SENDING, _SENT, _WITHDRAWN = range(4)
 """A PendingCall's way to the wire. A cancel or a timeout withdraws an unsent call (it is never
 sent); one that comes while the request is being written is sent on the wire right after it, so
@@ -39,7 +48,7 @@ class PendingCall(OneShot):
     """A request on its way: `result()` waits for it, `cancel()` withdraws it, `on_done()` hooks
     on. (Its `settle` is the session's: an answer, a timeout, a cancel, a lost connection.)"""
 
-    __slots__ = ("id", "method", "timeout_given", "progress", "progress_token", "deadline", "_session", "_params", "_wire", "_cancel_after_send")
+    __slots__ = ("id", "method", "timeout_given", "progress", "progress_token", "deadline", "watch", "_session", "_params", "_wire", "_cancel_after_send")
 
     def __init__(
         self,
@@ -61,6 +70,7 @@ class PendingCall(OneShot):
         self._params = params
         self._wire = _UNSENT
         self._cancel_after_send: str | None = None
+        self.watch: Watch | None = None  # the telemetry's span of this call, if any
 
     def settle(self, result: Any = None, error: BaseException | None = None) -> bool:
         """End it (see `OneShot.settle`), leaving the session's table first: a late answer to it
@@ -69,6 +79,13 @@ class PendingCall(OneShot):
             return False
         self._session._unregister(self)
         return super().settle(result, error)
+
+    def _before_wake(self, result: Any, error: BaseException | None) -> None:
+        if self.watch is not None:
+            try:
+                self.watch.end(result, error)
+            except Exception:
+                log.exception("ending the span of %s failed", self.method)
 
     @property
     def on_wire(self) -> bool:

@@ -304,8 +304,7 @@ class ClientSession:
             if watch is not None:
                 watch.end(None, exc)
             raise
-        if watch is not None:
-            pending.on_done(watch.end)
+        pending.watch = watch  # ended as the call settles, before its caller wakes
         return pending
 
     def _take_pending(self, request_id: Any) -> PendingCall | None:

@@ -2,7 +2,8 @@
 MCP (OpenTelemetry's `docs/gen-ai/mcp.md`).
 
 Turn it on with a `Telemetry` given to a `Server` (`Server(..., telemetry=Telemetry())`) or to a
-client session (`connect(..., telemetry=Telemetry())`); `mcpsync serve --otel` does the first.
+client session (`connect(..., telemetry=Telemetry())`); `mcpsync serve --otel` does the first, with
+`Telemetry.from_environment()` (OTLP, configured by the standard `OTEL_*` variables).
 Without one nothing of OpenTelemetry is imported and a request pays nothing. With one, mcpsync
 uses the OpenTelemetry API only (the `otel` extra: `pip install 'mcpsync[otel]'`); which SDK,
 exporters and sampler record what it reports is the application's choice, made the usual way
@@ -52,6 +53,30 @@ class Telemetry:
         self._meter_provider = meter_provider
         self._lock = threading.Lock()
         self._instruments: _otel.Instruments | None = None
+
+    @classmethod
+    def from_environment(cls) -> Telemetry:
+        """Telemetry that exports by OTLP as OpenTelemetry's environment variables say, the way
+        `mcpsync serve --otel` runs: the SDK's tracer and meter providers, with the resource of
+        `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, spans batched and metrics read every
+        `OTEL_METRIC_EXPORT_INTERVAL` ms, sent to `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal
+        variables) over HTTP (`http/protobuf`, OTLP's default; for gRPC make the providers yourself).
+        `flush()` sends what is left.
+
+        Raises:
+            ImportError: the OpenTelemetry SDK or its OTLP/HTTP exporter is not installed.
+            ValueError: `OTEL_EXPORTER_OTLP_PROTOCOL` names another protocol.
+        """
+        from ._export import otlp_providers
+
+        tracer_provider, meter_provider = otlp_providers()
+        return cls(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Export what the providers still hold, within about `timeout` seconds each (a process
+        about to exit calls this: `mcpsync serve` does). Providers without a flush (the API's
+        no-op ones) are left alone."""
+        self._otel.flush(self._tracer_provider, self._meter_provider, timeout)
 
     def _made(self) -> Any:
         """The tracer and the histograms, made once, at first use (the global providers may be set

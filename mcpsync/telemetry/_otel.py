@@ -247,3 +247,12 @@ def _peer_attributes(connection: Any) -> dict[str, Any]:
     if isinstance(session_id, str):
         attributes["mcp.session.id"] = session_id
     return attributes
+
+
+def flush(tracer_provider: Any, meter_provider: Any, timeout: float) -> None:
+    """Flush the given providers, or the global ones, where they can be."""
+    millis = int(timeout * 1000)
+    for provider in (tracer_provider or trace.get_tracer_provider(), meter_provider or metrics.get_meter_provider()):
+        force_flush = getattr(provider, "force_flush", None)
+        if callable(force_flush):
+            force_flush(millis)

@@ -1,0 +1,142 @@
+"""`mcpsync serve --otel` exports by OTLP/HTTP what it traced and measured, proven at a receiver
+started here that decodes the protobuf payloads with OpenTelemetry's own protocol definitions
+(`opentelemetry-proto`): what leaves the process, not only what the SDK held. The standard
+`OTEL_*` variables choose the endpoint and the service name; the client's trace context sent in
+`params._meta` is the parent of the exported span; the duration histogram arrives with its unit.
+And what a user gets wrong is said in one line."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest, ExportMetricsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+import mcpsync
+
+pytestmark = pytest.mark.timeout(120)
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+LONG = 30.0
+
+
+class Receiver:
+    """An OTLP/HTTP endpoint on a loopback port: each decoded export lands in `received`."""
+
+    def __init__(self) -> None:
+        self.received: queue.Queue[tuple[str, Any]] = queue.Queue()
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/traces":
+                    request, answer = ExportTraceServiceRequest(), ExportTraceServiceResponse()
+                elif self.path == "/v1/metrics":
+                    request, answer = ExportMetricsServiceRequest(), ExportMetricsServiceResponse()
+                else:
+                    self.send_error(404)
+                    return
+                request.ParseFromString(body)
+                received.put((self.path, request))
+                payload = answer.SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="test-otlp-receiver")
+        self._thread.start()
+
+    def wait_for(self, path: str) -> Any:
+        while True:
+            got_path, request = self.received.get(timeout=LONG)
+            if got_path == path:
+                return request
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(LONG)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    yield receiver
+    receiver.close()
+
+
+def _env(receiver: Receiver, **extra: str) -> dict[str, str]:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "otel-export-test", **extra}
+
+
+def _attributes(span: Span) -> dict[str, Any]:
+    values = {}
+    for attribute in span.attributes:
+        value = attribute.value
+        values[attribute.key] = value.string_value if value.HasField("string_value") else value.int_value
+    return values
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_serve_otel_exports_the_spans_and_the_durations_to_the_otlp_endpoint(receiver: Receiver, mode: str) -> None:
+    command = [sys.executable, "-m", "mcpsync", "serve", "--otel"]
+    with mcpsync.connect(command, mode=mode, env=_env(receiver)) as session:
+        meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+        result = session.request("tools/call", {"name": "echo", "arguments": {"text": "exported"}, "_meta": meta})
+        assert result["content"][0]["text"] == "exported"
+    # The session's end is the server's end of input: it exits, and flushes on the way out.
+    traces = receiver.wait_for("/v1/traces")
+    [resource_spans] = traces.resource_spans
+    resource = {attribute.key: attribute.value.string_value for attribute in resource_spans.resource.attributes}
+    assert resource["service.name"] == "otel-export-test"
+    spans = [span for scope in resource_spans.scope_spans for span in scope.spans]
+    [call] = [span for span in spans if span.name == "tools/call echo"]
+    assert call.kind == Span.SPAN_KIND_SERVER
+    assert (call.trace_id.hex(), call.parent_span_id.hex()) == (TRACE_ID, PARENT_ID)
+    attributes = _attributes(call)
+    assert attributes["mcp.method.name"] == "tools/call" and attributes["gen_ai.tool.name"] == "echo"
+    assert attributes["network.transport"] == "pipe"
+    assert attributes["mcp.protocol.version"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+
+    measured = receiver.wait_for("/v1/metrics")
+    metrics = {metric.name: metric for resource in measured.resource_metrics for scope in resource.scope_metrics for metric in scope.metrics}
+    duration = metrics["mcp.server.operation.duration"]
+    assert duration.unit == "s"
+    points = duration.histogram.data_points
+    assert any(point.count >= 1 and {a.key: a.value.string_value for a in point.attributes}.get("gen_ai.tool.name") == "echo" for point in points)
+
+
+def _serve_fails(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpsync", "serve", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60, env={**os.environ, **env},
+    )
+
+
+def test_an_unsupported_protocol_is_refused_in_one_line(receiver: Receiver) -> None:
+    done = _serve_fails("--otel", env=_env(receiver, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"))
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: --otel: OTEL_EXPORTER_OTLP_PROTOCOL='grpc': mcpsync exports over http/protobuf only"
+
+
+def test_otel_with_processes_is_a_usage_error(receiver: Receiver) -> None:
+    done = _serve_fails("--otel", "--http", "127.0.0.1:0", "--processes", "2", env=_env(receiver))
+    assert done.returncode == 2 and "--otel serves one process" in done.stderr
