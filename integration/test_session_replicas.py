@@ -326,9 +326,20 @@ def test_a_single_use_state_runs_once_and_its_replay_on_the_other_instance_is_re
 KINDS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 
 
+def _readiness(instance: Instance) -> tuple[int, dict[str, Any]]:
+    connection = http.client.HTTPConnection("127.0.0.1", instance.port, timeout=LONG)
+    try:
+        connection.request("GET", "/readyz")
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
 def test_a_redis_restart_is_503_for_sessions_meanwhile_then_every_listen_is_told_to_relist(deployment: Deployment) -> None:
     """During the outage: handshake requests that need the store are 503 with Retry-After on both
-    instances (an initialize too), 2026-07-28 requests are served. After it: the open listen on
+    instances (an initialize too), 2026-07-28 requests are served, and each instance's readiness
+    probe says 503 (a balancer that probes takes both out of rotation) until Redis is back. After it: the open listen on
     each instance gets a list_changed for every kind it accepted (it may have missed a change).
     redis-server here keeps nothing on disk, so the sessions made before are gone: 404 on both
     instances, and a new initialize works."""
@@ -359,8 +370,13 @@ def test_a_redis_restart_is_503_for_sessions_meanwhile_then_every_listen_is_told
         assert response.status == 200 and "pid" in tool_names(answer), answer
         served.add(response.getheader("X-Upstream"))
     assert served == {instance.address for instance in deployment.instances}
+    for instance in deployment.instances:  # a balancer's probe of each instance: out of rotation
+        status, state = _readiness(instance)
+        assert (status, state) == (503, {"status": "not ready", "reason": "the session store is unreachable"}), instance.address
 
     deployment.redis.start()  # same port, empty
+    for instance in deployment.instances:  # back in rotation: the store answers again
+        assert _readiness(instance) == (200, {"status": "ready"}), instance.address
     for request_id, stream in listens.items():
         told: set[str] = set()
         while told != set(KINDS.values()):

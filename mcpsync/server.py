@@ -527,6 +527,8 @@ class Server:
         return WsgiTransport(
             self.engine,
             path=options.path,
+            live_path=options.live_path,
+            ready_path=options.ready_path,
             fallback=options.fallback,
             allowed_hosts=options.allowed_hosts,
             allowed_origins=options.allowed_origins,

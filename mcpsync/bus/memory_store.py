@@ -178,5 +178,9 @@ class MemoryStore:
             self._claims[key] = now + ttl
             return True
 
+    def reachable(self) -> bool:
+        """Always: it is in this process."""
+        return True
+
     def close(self) -> None:
         """Nothing to release."""

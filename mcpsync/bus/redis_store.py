@@ -525,6 +525,14 @@ class RedisStore:
             claimed = self._client.set(f"{self._ns}claim:{key}", b"1", nx=True, px=max(1, _ms(ttl)))
         return bool(claimed)
 
+    def reachable(self) -> bool:
+        """Redis answers a PING now (within `socket_timeout`)."""
+        try:
+            with self._reaching():
+                return bool(self._client.ping())
+        except StoreUnavailable:
+            return False
+
     def close(self) -> None:
         """Disconnect every pooled connection; idempotent. Later calls raise `StoreUnavailable`
         rather than quietly opening new connections the owner believes released."""

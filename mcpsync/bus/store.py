@@ -181,6 +181,11 @@ class Store(Protocol):
         within `ttl` on any replica (atomic: of two replicas claiming at once, exactly one wins)."""
         ...
 
+    def reachable(self) -> bool:
+        """Whether the store answers now (a readiness probe asks; bounded by the store's own
+        timeouts, never raising)."""
+        ...
+
     def close(self) -> None:
         """Release connections; idempotent."""
         ...

@@ -201,7 +201,8 @@ def serve(
     With --http HOST:PORT it serves Streamable HTTP instead at http://HOST:PORT/mcp until
     SIGTERM or Ctrl-C, on mcpsync's own HTTP/1.1 server: one loop holds every waiting connection
     and open stream, --threads workers serve the requests. The same app runs under any WSGI
-    server through Server.wsgi_app().
+    server through Server.wsgi_app(). GET /livez and /readyz answer a load balancer's or an
+    orchestrator's probes (ready: not shutting down, and the --bus store answers).
 
     With --processes N (above 1) gunicorn runs N worker processes on that address instead (the
     gunicorn extra: pip install 'mcpsync[gunicorn]'), each building its own server from TARGET

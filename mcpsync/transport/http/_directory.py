@@ -109,6 +109,10 @@ class LocalDirectory:
         """Every session here is this process's own: `find` never asks a store."""
         return True
 
+    def ready(self) -> bool:
+        """No store to wait for: always."""
+        return True
+
     def find(self, session_id: str) -> HttpSession | None:
         return self.table.find(session_id)
 
@@ -307,6 +311,11 @@ class SharedDirectory:
         if outcome:
             self.table.add(created)
         return outcome
+
+    def ready(self) -> bool:
+        """Whether the store that handshake-era requests need answers now (a readiness probe asks:
+        one round trip, bounded by the store's timeout)."""
+        return self._store.reachable()
 
     def held_fresh(self, session_id: str) -> bool:
         """Whether `find` would answer from this process's copy, without a round trip to the store

@@ -42,6 +42,7 @@ from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL
 from ._cors import Cors
 from ._directory import LocalDirectory, SharedDirectory
 from ._gate import ADMITTED, Gate
+from ._health import Health
 from ._listens import Listens
 from ._post import CHANNEL_CAPACITY, PostPath
 from ._replies import DECODED, _Refused, empty_reply, json_reply, status_line
@@ -57,6 +58,8 @@ from .options import (
     DEFAULT_MAX_STREAMS,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
+    LIVE_PATH,
+    READY_PATH,
     HeadAnswer,
     WsgiApp,
 )
@@ -146,6 +149,8 @@ class WsgiTransport:
         on_stopped: Callable[[], None] | None = None,
         store: Store | None = None,
         bus: Bus | None = None,
+        live_path: str | None = LIVE_PATH,
+        ready_path: str | None = READY_PATH,
     ) -> None:
         for name, value in (
             ("max_body_bytes", max_body_bytes),
@@ -160,6 +165,10 @@ class WsgiTransport:
             if not number > 0:
                 raise ValueError(f"{name} must be positive")
         self.path = normalize_path(path)
+        probes = [normalize_path(probe) if probe is not None else None for probe in (live_path, ready_path)]
+        if self.path in probes or (probes[0] is not None and probes[0] == probes[1]):
+            raise ValueError("live_path, ready_path and path must differ")
+        self._health = Health(probes[0], probes[1], self._not_ready)
         self._engine = engine
         self._fallback = fallback
         self._state = EndpointState(max_streams)
@@ -197,6 +206,14 @@ class WsgiTransport:
         self._clean = True
         self._stopped = threading.Event()
 
+    def _not_ready(self) -> str | None:
+        """Why a readiness probe is answered 503, or None: it is ready."""
+        if self._state.closing:
+            return "shutting down"
+        if not self._directory.ready():
+            return "the session store is unreachable"
+        return None
+
     @property
     def max_body_bytes(self) -> int:
         """The largest request body this endpoint takes."""
@@ -207,6 +224,8 @@ class WsgiTransport:
         path = normalize_path(environ.get("PATH_INFO", ""))
         gate = self._gate
         if not gate.serves(path):
+            if path in self._health.paths:
+                return self._health.answer(path, environ, start_response)
             if self._fallback is not None:
                 return self._fallback(environ, start_response)
             return empty_reply(start_response, 404)

@@ -38,6 +38,12 @@ agents rarely hold more than a few sessions of one server; a service account tha
 workers with one token may need it raised. Unauthenticated endpoints have no caller to bound."""
 
 
+LIVE_PATH = "/livez"
+"""The liveness probe's path: 200 while the process serves HTTP."""
+READY_PATH = "/readyz"
+"""The readiness probe's path: 200 while the endpoint can serve MCP requests, else 503 and why."""
+
+
 @dataclass(frozen=True)
 class HttpOptions:
     """The HTTP endpoint's settings as one value: built once (by `mcpsync serve`, or by a program)
@@ -47,10 +53,14 @@ class HttpOptions:
     `max_frame_bytes`), `subscription_cap`, `shutdown_timeout` and `max_sessions_per_caller`, and
     the derived default for `max_streams` (see `served_streams` and `wsgi_streams`). `threads`,
     `max_connections` and `max_buffered_bytes` are those of mcpsync's own HTTP server (`httpd`),
-    unused under another WSGI server. `fallback` serves every other path.
+    unused under another WSGI server. `fallback` serves every other path. `live_path` and
+    `ready_path` answer a load balancer's or an orchestrator's probes (None turns one off): live
+    while the process serves, ready unless it is shutting down or the replicas' store is unreachable.
     """
 
     path: str = "/mcp"
+    live_path: str | None = LIVE_PATH
+    ready_path: str | None = READY_PATH
     fallback: WsgiApp | None = None
     allowed_hosts: Iterable[str] | None = None
     allowed_origins: Iterable[str] | None = None
