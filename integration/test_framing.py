@@ -3,9 +3,9 @@
 Every row of the framing table has a test here, plus the output format (compact, one message per
 line, LF only, UTF-8) and fd isolation (a tool writing to stdout cannot corrupt the wire).
 
-Tests that only send frames that lock nothing share one server per module (`demo`); each of them
-ends with a ping, which the server answers only after it has read everything sent before, so a
-test never leaves work behind for the next one. Tests that need the end of output get their own.
+Tests that only send frames that lock nothing share one server per module (`demo`, one worker);
+each of them ends with a ping, which the server answers only after it has answered everything sent
+before, so a test never leaves work behind for the next one. Tests that need the end of output get their own.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture(scope="module")
 def shared():
-    with ServerProcess(serve_argv()) as proc:
+    # One worker: a request that goes to it and the probe ping read after it (which then queues
+    # behind it, the worker being busy) are answered in that order. With more, a ping the reader
+    # answers itself may overtake an error a worker is still writing, as JSON-RPC allows.
+    with ServerProcess(serve_argv("--workers", "1")) as proc:
         yield proc
 
 

@@ -114,12 +114,6 @@ class InFlight(Generic[R]):
         return work
 
     @property
-    def idle(self) -> bool:
-        """No work submitted is running or waiting for a worker."""
-        with self._lock:
-            return not self._work
-
-    @property
     def has_room(self) -> bool:
         """A worker is free, or may start: work submitted now begins at once."""
         with self._lock:

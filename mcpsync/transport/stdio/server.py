@@ -4,7 +4,7 @@ Strategy (ARCHITECTURE.md's threading contract):
 1. Only the reader reads the wire. It decodes each frame once, answers broken frames, handles
    `notifications/cancelled` and responses (to the server's own requests) inline, runs itself a
    request the engine answers at once (`Engine.answers_at_once`: a tool without a Context, a
-   listing; no thread switch) while no request runs on a worker, and submits every other
+   listing; no thread switch) while a worker is free to take its place, and submits every other
    request to the executor. A request it runs that holds it past `HAND_OVER_AFTER` (user code that
    broke the promise) makes a worker the reader meanwhile (`mcpsync._loop_turns`), so the
    cancellations and requests behind it are still read.
@@ -233,8 +233,8 @@ class StdioServer:
 
     def _hand_over(self) -> None:
         """The watch's call: a request holds the reader, so a worker reads meanwhile. There is
-        always a free one: the reader runs a request itself only while every worker is
-        (`_runs_here`), and nothing else submits work."""
+        always a free one: the reader runs a request itself only while one is (`_runs_here`), and
+        nothing else submits work."""
         epoch = self._baton.lend(lambda: self._inflight.has_room)
         if epoch is None:
             return
@@ -384,11 +384,12 @@ class StdioServer:
 
     def _runs_here(self, request: Request) -> bool:
         """Whether the reader runs `request` itself: the engine answers it at once, nothing must
-        wait for it (it is not an era's first), and no request runs on a worker. So answers keep
-        the order of their requests as they did when every request went to a worker (a quick one
-        never overtakes one read before it), and every worker is free to read in the reader's
-        place should the request hold it after all."""
-        return self._engine.answers_at_once(request) and not self._must_finish_first(request) and self._inflight.idle
+        wait for it (it is not an era's first), and a worker is free to read in its place should
+        it hold the reader after all. (So a quick request may be answered before a slower one read
+        earlier, as it could when both went to workers; JSON-RPC matches answers by id. Waiting
+        for the workers to be idle instead kept every request on them for as long as a pipelined
+        client kept one there: half the throughput at concurrency 16.)"""
+        return self._engine.answers_at_once(request) and not self._must_finish_first(request) and self._inflight.has_room
 
     def _must_finish_first(self, request: Request) -> bool:
         method = request.method
