@@ -48,10 +48,10 @@ DEADLINE = 1.0
 WRITER_THREAD = "mcpsync-stderr"
 
 
-def stderr_handler(stream: TextIO | None = None) -> logging.Handler:
-    """The handler for `stream` (default `sys.stderr`), with the command line's format: a
-    `PipeHandler` when the stream's descriptor could make a write wait (pipe, socket, terminal),
-    else a `logging.StreamHandler`."""
+def stderr_handler(stream: TextIO | None = None, *, json: bool = False) -> logging.Handler:
+    """The handler for `stream` (default `sys.stderr`), with the command line's format (`json`:
+    one JSON object per line, `mcpsync._json_log`): a `PipeHandler` when the stream's descriptor
+    could make a write wait (pipe, socket, terminal), else a `logging.StreamHandler`."""
     stream = sys.stderr if stream is None else stream
     handler: logging.Handler
     fd = _descriptor(stream)
@@ -59,7 +59,12 @@ def stderr_handler(stream: TextIO | None = None) -> logging.Handler:
         handler = PipeHandler(fd, encoding=getattr(stream, "encoding", None) or "utf-8")
     else:
         handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    if json:
+        from ._json_log import JsonFormatter
+
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(FORMAT))
     return handler
 
 

@@ -31,15 +31,16 @@ if TYPE_CHECKING:
 __all__ = ["log_to_stderr", "raise_fd_limit", "run_http", "run_stdio"]
 
 
-def log_to_stderr(level: str = "warning") -> None:
+def log_to_stderr(level: str = "warning", *, json: bool = False) -> None:
     """The root logger writes to stderr at `level` (a name: "debug", "info", "warning", "error",
     "critical"), replacing its handlers, through one that never makes a logging thread wait on a
-    host that does not read stderr: whole lines, through a bounded queue and one writer thread."""
+    host that does not read stderr: whole lines, through a bounded queue and one writer thread.
+    `json`: one JSON object per line, with the trace and span ids of a traced request."""
     root = logging.getLogger()
     for replaced in root.handlers:
         if isinstance(replaced, PipeHandler):  # its writer thread is this module's to end
             replaced.close()
-    root.handlers[:] = [stderr_handler(sys.stderr)]
+    root.handlers[:] = [stderr_handler(sys.stderr, json=json)]
     root.setLevel(level.upper())
 
 

@@ -72,6 +72,14 @@ def _unless_given(flag: str, kind: click.ParamType[Any], help: str) -> Callable[
     help="A TOML gateway config, or the mcpServers JSON of Claude Desktop, Cursor or VS Code.",
 )
 @_unless_given("--log-level", click.Choice(LOG_LEVELS, case_sensitive=False), "Threshold of the log written to stderr.  [default: warning]")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="The log's lines on stderr: text, or one JSON object per line (time, level, logger, message; the trace_id and "
+    "span_id of a traced request with --otel) for log pipelines.",
+)
 @_unless_given(
     "--max-frame-bytes",
     click.IntRange(min=1024),
@@ -164,6 +172,7 @@ def serve(
     upstreams: tuple[str, ...],
     config_path: str | None,
     log_level: str | None,
+    log_format: str,
     max_frame_bytes: int | None,
     workers: int | None,
     write_timeout: float | None,
@@ -244,7 +253,7 @@ def serve(
         raise click.UsageError("--otel serves one process: with --processes, let each worker's Server make its own Telemetry")
     config = read_config(config_path, upstreams)
     level = log_level or (config.server if config is not None else {}).get("log_level", "warning")
-    log_to_stderr(level)
+    log_to_stderr(level, json=log_format == "json")
     given = {"resource": auth_resource, "issuer": auth_issuer, "jwks_url": auth_jwks_url, "introspection_url": auth_introspection_url,
              "token_file": auth_token_file, "authorization_servers": list(auth_servers), "scopes": list(auth_scopes)}
     auth = auth_for(config, given, over_http=http_address is not None)

@@ -1,10 +1,11 @@
-"""An upstream MCP server for the gateway trace test, run as `mcpsync serve` in a child process:
+"""A traced MCP server for the gateway trace and log tests, run as `mcpsync serve` in a child process:
 it traces with the OpenTelemetry SDK and writes each finished span, as one JSON line, to the file
 named by $TRACE_FILE, so the test can read what the child recorded."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 
@@ -44,6 +45,13 @@ service = Service("upstream")
 @service.tool
 def echo(text: str) -> str:
     """Says it back."""
+    return text
+
+
+@service.tool
+def noisy(text: str) -> str:
+    """Logs a warning while it runs."""
+    logging.getLogger("traced").warning("working on %s", text)
     return text
 
 
