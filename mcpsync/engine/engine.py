@@ -19,7 +19,7 @@ from ..auth.resource.principal import Principal
 from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
-from ..protocol.jsonrpc import ErrorCode, McpError, Request, method_not_found
+from ..protocol.jsonrpc import ErrorCode, McpError, Notification, Request, method_not_found
 from ..protocol.methods import HANDSHAKE_METHODS, MODERN_METHODS, MODERN_ONLY_METHODS
 from ..protocol.versions import (
     LATEST_MODERN_VERSION,
@@ -297,6 +297,11 @@ class Engine:
         except Exception:
             log.exception("engine failed on %s", request.method)
             return Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
+
+    def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
+        """A notification the client sent, for the observer (its span); the transport acts on it."""
+        if self.observer is not None:
+            self.observer.notified(notification, session, transport)
 
     def is_era_distinctive(self, request: Request) -> bool:
         """Requests the reader must finish before reading on while the era is unlocked."""

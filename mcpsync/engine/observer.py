@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..protocol.jsonrpc import Request
+from ..protocol.jsonrpc import Notification, Request
 from .interceptors import TransportInfo
 from .outcome import Outcome
 from .session import Session
@@ -30,3 +30,7 @@ class Observer(Protocol):
     anything else, and must not raise."""
 
     def begin(self, request: Request, session: Session, transport: TransportInfo) -> Observation: ...
+
+    def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
+        """A notification the client sent, as the transport takes it; must not raise."""
+        ...

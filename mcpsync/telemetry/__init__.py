@@ -11,7 +11,7 @@ exporters and sampler record what it reports is the application's choice, made t
 
 What it reports:
 
-- a SERVER span for every request the server runs, named `{mcp.method.name} {target}` (the tool's
+- a SERVER span for every request the server runs (and every notification it receives), named `{mcp.method.name} {target}` (the tool's
   or prompt's name), with the conventions' attributes; its parent is the trace context the client
   put in the request's `params._meta` (`traceparent`, `tracestate`, `baggage`, reserved for this
   by the 2026-07-28 revision), and the context current when it began (an HTTP server span, say)

@@ -25,9 +25,9 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from .._version import __version__
 from ..engine.interceptors import TransportInfo
-from ..engine.outcome import Failure, Outcome, Success
+from ..engine.outcome import Failure, NoResponse, Outcome, Success
 from ..engine.session import Session
-from ..protocol.jsonrpc import McpError, Request
+from ..protocol.jsonrpc import McpError, Notification, Request
 from ..protocol.versions import META_PROTOCOL_VERSION
 
 SCOPE = "mcpsync"
@@ -153,8 +153,21 @@ class ServerObserver:
 
     def begin(self, request: Request, session: Session, transport: TransportInfo) -> _ServerRequest:
         made = self._instruments()
-        params = request.params
-        name, attributes = request_attributes(request.method, request.id, params)
+        span, parent, attributes = self._start(made, request.method, request.id, request.params, session, transport)
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        return _ServerRequest(span, token, made.server_duration, attributes, request.method)
+
+    def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
+        """A notification's span begins and ends as the transport takes it (nothing answers it)."""
+        made = self._instruments()
+        span, _, attributes = self._start(made, notification.method, None, notification.params, session, transport)
+        _ServerRequest(span, None, made.server_duration, attributes, notification.method).end(NoResponse("a notification"))
+
+    def _start(
+        self, made: Instruments, method: str, request_id: Any, params: dict[str, Any], session: Session, transport: TransportInfo
+    ) -> tuple[trace.Span, otel_context.Context | None, dict[str, Any]]:
+        """The SERVER span of a message, its parent (from `_meta`, if any) and its attributes."""
+        name, attributes = request_attributes(method, request_id, params)
         attributes.update(_transport_attributes(transport.name))
         version = _protocol_version(params, session)
         if version is not None:
@@ -171,8 +184,7 @@ class ServerObserver:
             name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links,
             record_exception=False, set_status_on_exception=False,
         )
-        token = otel_context.attach(trace.set_span_in_context(span, parent))
-        return _ServerRequest(span, token, made.server_duration, attributes, request.method)
+        return span, parent, attributes
 
 
 def _transport_attributes(transport: str) -> dict[str, str]:

@@ -253,3 +253,36 @@ def test_over_http_the_span_says_tcp_and_the_handshake_session(recorded: Recorde
     assert (served.attributes["network.transport"], served.attributes["network.protocol.name"]) == ("tcp", "http")
     assert served.attributes.get("mcp.session.id") == session_id
     assert format(served.context.trace_id, "032x") == TRACE_ID
+
+
+def test_a_notification_gets_a_server_span_of_its_own_with_its_parent(recorded: Recorded, server: Server) -> None:
+    with PipeClient(server) as client:
+        client.initialize()
+        client.notify("notifications/initialized", {"_meta": {"traceparent": TRACEPARENT}})
+        client.request("ping", id="after")  # read after the notification: its span has ended by now
+    told = recorded.finished("notifications/initialized")
+    assert told.kind is SpanKind.SERVER and told.status.status_code is StatusCode.UNSET
+    assert told.attributes is not None and "jsonrpc.request.id" not in told.attributes  # a notification has no id
+    assert (told.attributes["mcp.method.name"], told.attributes["network.transport"]) == ("notifications/initialized", "pipe")
+    assert told.parent is not None and format(told.context.trace_id, "032x") == TRACE_ID
+
+
+def test_over_http_a_handshake_notification_is_traced_with_its_session(recorded: Recorded, server: Server) -> None:
+    serving = server.start_http("127.0.0.1", 0)
+    try:
+        port = int(serving.url.rsplit(":", 1)[1].split("/")[0])
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        _, _, answered = _post(port, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, {})
+        session_id = {name.lower(): value for name, value in answered.items()}["mcp-session-id"]
+        headers = {"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            body = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            connection.request("POST", "/mcp", body, {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+            assert connection.getresponse().status == 202
+        finally:
+            connection.close()
+    finally:
+        serving.shutdown()
+    told = recorded.finished("notifications/initialized")
+    assert told.attributes is not None and told.attributes["mcp.session.id"] == session_id

@@ -36,7 +36,7 @@ from ...protocol.versions import MODERN_VERSIONS, Era, unsupported_version
 from ._directory import LocalDirectory, SharedDirectory
 from ._headers import ToolHeaderPlans, check_routing_headers
 from ._replies import _Refused, decoded_body, empty_reply, json_reply
-from ._requests import Requests, sessions_refused
+from ._requests import HTTP, Requests, sessions_refused
 from ._rules import Headers, accepts, header, media_type, route
 from ._session_paths import SessionPaths
 from ._stream import Exchange
@@ -61,6 +61,7 @@ class PostPath:
         requests: Requests,
         max_body: int,
     ) -> None:
+        self._engine = engine
         self._directory = directory
         self._sessions = directory.table
         self._session_paths = session_paths
@@ -126,6 +127,7 @@ class PostPath:
                 raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
             return empty_reply(start_response, 202)
         owner = self._session_paths.session_of(environ, principal)
+        self._engine.notified(message, owner.session, HTTP)
         if message.method == "notifications/cancelled":  # the client stopped waiting: no response
             self._directory.cancel(owner, message.params.get("requestId"))
         return empty_reply(start_response, 202)

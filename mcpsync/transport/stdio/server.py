@@ -339,6 +339,8 @@ class StdioServer:
             self._pending.append(Invalid(McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: frame too large")))
             return
         message = jsonrpc.decode(frame)
+        if isinstance(message, Notification):
+            self._engine.notified(message, self._session, STDIO)
         if isinstance(message, Notification) and message.method == "notifications/cancelled":
             self._cancel(message.params.get("requestId"))
         elif isinstance(message, Response):  # a tool may be waiting for it: never queue it
