@@ -107,7 +107,8 @@ class LoopWatch:
 class LoopBaton:
     """Which thread runs a loop: the one whose number is `epoch`. The home thread (the caller of
     the loop's `serve`) holds epoch 0 at first; `lend()` moves the loop to a new epoch for a worker;
-    `give_back()` and `take_back()` return it home under a fresh one; `end()` says the loop is over
+    `borrow()` runs it on the worker and gives it back, `take_back()` waits for it at home, each
+    return under a fresh epoch; `end()` says the loop is over
     for good, so a thread waiting to take it back stops waiting.
 
     A loop runs `while baton.epoch == my_epoch`, and a borrowed one also returns when
@@ -131,10 +132,14 @@ class LoopBaton:
             self.epoch += 1
             return self.epoch
 
-    def borrowed(self, epoch: int) -> None:
-        """The worker for `epoch` has begun running the loop."""
+    def borrow(self, epoch: int, run: Callable[[], object]) -> None:
+        """On the worker lent `epoch`: `run()` the loop, then give it back (home takes it)."""
         with self._cond:
             self._borrower = epoch
+        try:
+            run()
+        finally:
+            self.give_back(epoch)
 
     def give_back(self, epoch: int) -> None:
         """The worker for `epoch` stops running the loop: home takes it (unless it was lent on)."""

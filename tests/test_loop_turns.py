@@ -76,16 +76,25 @@ def test_a_lent_loop_comes_home_when_the_borrower_gives_it_back() -> None:
     baton = LoopBaton(lambda: wakes.append("wake"))
     lent = baton.lend(lambda: True)
     assert lent == 1 and baton.epoch == 1  # the home loop (epoch 0) leaves at its next look
-    baton.borrowed(lent)
+    running, stop = threading.Event(), threading.Event()
+
+    def borrowed_loop() -> None:
+        running.set()
+        stop.wait(LONG)
+
+    worker = threading.Thread(target=baton.borrow, args=(lent, borrowed_loop))
+    worker.start()
+    assert running.wait(LONG)
     back: queue.Queue[int | None] = queue.Queue()
     home = threading.Thread(target=lambda: back.put(baton.take_back()))
     home.start()
     with pytest.raises(queue.Empty):  # home waits while the worker still runs the loop
         back.get(timeout=QUIET)
     assert baton.home_waiting and wakes == ["wake"]  # and has told the running loop to look
-    baton.give_back(lent)
+    stop.set()  # the borrowed loop sees home waiting and returns: borrow gives the loop back
     assert back.get(timeout=LONG) == 2 == baton.epoch
-    home.join(LONG)
+    for thread in (worker, home):
+        thread.join(LONG)
     assert not baton.home_waiting
 
 
@@ -123,6 +132,11 @@ def test_reclaim_brings_home_a_loan_whose_worker_never_began() -> None:
     assert never_ran is not None and baton.epoch == never_ran + 1
     began = baton.lend(lambda: True)
     assert began is not None
-    baton.borrowed(began)
-    baton.reclaim()  # a worker that began gives the loop back itself
-    assert baton.epoch == began
+    seen: list[int] = []
+
+    def reclaim_while_running() -> None:
+        baton.reclaim()  # a worker that began gives the loop back itself
+        seen.append(baton.epoch)
+
+    baton.borrow(began, reclaim_while_running)
+    assert seen == [began] and baton.epoch == began + 1  # given back when its loop returned

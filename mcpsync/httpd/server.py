@@ -292,11 +292,7 @@ class WsgiServer:
 
     def _run_borrowed(self, epoch: int) -> None:
         """A worker runs the loop until the caller of `serve()` waits to take it back, or stopping."""
-        self._baton.borrowed(epoch)
-        try:
-            self._loop(epoch, borrowed=True)
-        finally:
-            self._baton.give_back(epoch)
+        self._baton.borrow(epoch, lambda: self._loop(epoch, borrowed=True))
 
     def _next_wait(self) -> float:
         with self._timer_lock:

@@ -5,7 +5,6 @@ records the span."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
@@ -15,17 +14,9 @@ from mcpsync import Server
 from mcpsync import McpError
 from mcpsync.telemetry import Telemetry
 
-from .test_server_spans import Recorded, _service
+from .recording import Recorded, traced_service
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def recorded() -> Iterator[Recorded]:
-    recorded = Recorded()
-    yield recorded
-    recorded.tracer_provider.shutdown()
-    recorded.meter_provider.shutdown()
 
 
 def _spans(recorded: Recorded, name: str) -> dict[SpanKind, object]:
@@ -34,7 +25,7 @@ def _spans(recorded: Recorded, name: str) -> dict[SpanKind, object]:
 
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 def test_the_server_span_continues_the_client_span_over_a_pipe(recorded: Recorded, mode: str) -> None:
-    server = Server("traced", services=[_service(recorded)], telemetry=recorded.telemetry)
+    server = Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
     with mcpsync.connect(server, mode=mode, telemetry=recorded.telemetry) as session:
         assert session.call_tool("echo", {"text": "hi"})["content"][0]["text"] == "hi"
     spans = _spans(recorded, "tools/call echo")
@@ -47,7 +38,7 @@ def test_the_server_span_continues_the_client_span_over_a_pipe(recorded: Recorde
 
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 def test_over_http_the_client_span_names_the_server_and_its_session(recorded: Recorded, mode: str) -> None:
-    server = Server("traced", services=[_service(recorded)], telemetry=recorded.telemetry)
+    server = Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
     serving = server.start_http("127.0.0.1", 0)
     try:
         with mcpsync.connect(serving.url, mode=mode, telemetry=recorded.telemetry) as session:
@@ -74,7 +65,7 @@ def test_over_http_the_client_span_names_the_server_and_its_session(recorded: Re
 def test_without_an_sdk_the_client_adds_nothing_to_the_request(recorded: Recorded) -> None:
     """The API alone (no provider set: OpenTelemetry's no-op) records nothing, so the request
     carries no trace context: the server's span starts a trace of its own."""
-    server = Server("traced", services=[_service(recorded)], telemetry=recorded.telemetry)
+    server = Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
     with mcpsync.connect(server, mode="legacy", telemetry=Telemetry()) as session:
         session.call_tool("echo", {"text": "hi"})
     spans = _spans(recorded, "tools/call echo")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,11 @@ from opentelemetry.trace import SpanKind
 import mcpsync
 from mcpsync import Server
 
-from .test_server_spans import Recorded, _service
+from .recording import Recorded, traced_service
 
 pytestmark = pytest.mark.timeout(60)
 
 UPSTREAM = Path(__file__).with_name("traced_upstream.py")
-
-
-@pytest.fixture
-def recorded() -> Iterator[Recorded]:
-    recorded = Recorded()
-    yield recorded
-    recorded.tracer_provider.shutdown()
-    recorded.meter_provider.shutdown()
 
 
 def _ids(span: Any) -> tuple[str, str, str | None]:
@@ -45,7 +36,7 @@ def _one(recorded: Recorded, name: str, kind: SpanKind) -> Any:
 
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 def test_a_call_through_the_gateway_to_an_http_upstream_is_one_trace(recorded: Recorded, mode: str) -> None:
-    upstream = Server("upstream", services=[_service(recorded)], telemetry=recorded.telemetry).start_http("127.0.0.1", 0)
+    upstream = Server("upstream", services=[traced_service(recorded)], telemetry=recorded.telemetry).start_http("127.0.0.1", 0)
     gateway = Server("gateway", telemetry=recorded.telemetry)
     try:
         gateway.add_remote("up", upstream.url, prefix="up_", mode=mode)

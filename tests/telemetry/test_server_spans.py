@@ -8,22 +8,15 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from mcpsync import Server, Service
-from mcpsync.telemetry import Telemetry
+from mcpsync import Server
 
 from ..transport.pipes import PipeClient, modern
+from .recording import Recorded, traced_service
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,76 +25,9 @@ PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 
 
-class Recorded:
-    """An SDK tracer provider and meter provider that keep what they are given."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.metrics = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.metrics])
-        self.telemetry = Telemetry(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
-
-    def finished(self, name: str) -> ReadableSpan:
-        found = [span for span in self.spans.get_finished_spans() if span.name == name]
-        assert len(found) == 1, [span.name for span in self.spans.get_finished_spans()]
-        return found[0]
-
-    def histogram(self, name: str) -> tuple[str, list[Any]]:
-        data = self.metrics.get_metrics_data()
-        assert data is not None
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        return metric.unit, list(metric.data.data_points)
-        raise AssertionError(f"no metric {name}")
-
-
-@pytest.fixture
-def recorded() -> Iterator[Recorded]:
-    recorded = Recorded()
-    yield recorded
-    recorded.tracer_provider.shutdown()
-    recorded.meter_provider.shutdown()
-
-
-def _service(recorded: Recorded) -> Service:
-    service = Service("traced")
-    inner_tracer = recorded.tracer_provider.get_tracer("the-tool")
-
-    @service.tool
-    def echo(text: str) -> str:
-        """Says it back."""
-        return text
-
-    @service.tool
-    def broken() -> str:
-        """Fails."""
-        raise RuntimeError("the disk is full")
-
-    @service.tool
-    def nested() -> str:
-        """Makes a span of its own."""
-        with inner_tracer.start_as_current_span("inner work"):
-            return trace.get_current_span().get_span_context().trace_id.to_bytes(16, "big").hex()
-
-    @service.prompt
-    def greeting(name: str) -> str:
-        """A greeting."""
-        return f"Hello {name}"
-
-    @service.resource("mem://notes")
-    def notes() -> str:
-        return "notes"
-
-    return service
-
-
 @pytest.fixture
 def server(recorded: Recorded) -> Server:
-    return Server("traced", services=[_service(recorded)], telemetry=recorded.telemetry)
+    return Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
 
 
 def _params(era: str, params: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:

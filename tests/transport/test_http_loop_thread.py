@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from mcpsync import Context, Server, Service
+from mcpsync import Server
 from mcpsync.bus import MemoryBus, MemoryStore
 
 from .._timeouts import LONG
+from .thread_tools import ThreadTools, tools  # noqa: F401 - tools is a fixture
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,32 +30,6 @@ ENVELOPE = {
     "io.modelcontextprotocol/clientCapabilities": {},
     "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
 }
-
-
-class Tools:
-    def __init__(self) -> None:
-        self.holding = threading.Event()
-        self.release = threading.Event()
-        service = Service("threads")
-
-        @service.tool
-        def where() -> str:
-            """The thread that ran this call."""
-            return threading.current_thread().name
-
-        @service.tool
-        def where_with_context(ctx: Context) -> str:
-            """The thread that ran this call, which takes a Context."""
-            return threading.current_thread().name
-
-        @service.tool
-        def hold() -> str:
-            """Promises nothing and waits for the test to let it go."""
-            self.holding.set()
-            self.release.wait(LONG)
-            return threading.current_thread().name
-
-        self.service = service
 
 
 class Endpoint:
@@ -95,14 +70,7 @@ class Endpoint:
 
 
 @pytest.fixture
-def tools() -> Iterator[Tools]:
-    made = Tools()
-    yield made
-    made.release.set()
-
-
-@pytest.fixture
-def endpoint(tools: Tools) -> Iterator[Endpoint]:
+def endpoint(tools: ThreadTools) -> Iterator[Endpoint]:
     running = Endpoint(Server("threads", services=[tools.service]))
     try:
         yield running
@@ -120,7 +88,7 @@ def test_a_tool_with_a_context_runs_on_the_executor(endpoint: Endpoint) -> None:
     assert endpoint.call("where_with_context").startswith("mcpsync-http-worker")
 
 
-def test_a_slow_tool_without_a_context_does_not_hold_the_other_clients(endpoint: Endpoint, tools: Tools) -> None:
+def test_a_slow_tool_without_a_context_does_not_hold_the_other_clients(endpoint: Endpoint, tools: ThreadTools) -> None:
     held: list[str] = []
     caller = threading.Thread(target=lambda: held.append(endpoint.call("hold")), name="test-held-call")
     caller.start()
@@ -136,7 +104,7 @@ def test_a_slow_tool_without_a_context_does_not_hold_the_other_clients(endpoint:
     assert held == [LOOP_THREAD]
 
 
-def test_a_handshake_call_runs_on_the_loop_only_while_its_shared_session_needs_no_store(tools: Tools) -> None:
+def test_a_handshake_call_runs_on_the_loop_only_while_its_shared_session_needs_no_store(tools: ThreadTools) -> None:
     store, bus = MemoryStore(), MemoryBus()
     server = Server("threads", services=[tools.service], bus=bus.peer(), store=store)
     running = Endpoint(server)

@@ -6,15 +6,14 @@ reader. Real pipes, the real transport."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from mcpsync import Context, Server, Service
+from mcpsync import Server
 
 from .._timeouts import LONG
+from .thread_tools import ThreadTools, tools  # noqa: F401 - tools is a fixture
 from .pipes import PipeClient, modern
 
 pytestmark = pytest.mark.timeout(60)
@@ -23,47 +22,7 @@ READER = "mcpsync-stdio-reader"
 WORKER = "mcpsync-worker"
 
 
-class Tools:
-    def __init__(self) -> None:
-        self.holding = threading.Event()
-        self.release = threading.Event()
-        service = Service("threads")
-
-        @service.tool
-        def where() -> str:
-            """The thread that ran this call."""
-            return threading.current_thread().name
-
-        @service.tool
-        def where_with_context(ctx: Context) -> str:
-            """The thread that ran this call, which takes a Context."""
-            return threading.current_thread().name
-
-        @service.tool
-        def hold() -> str:
-            """Promises nothing and waits for the test to let it go."""
-            self.holding.set()
-            self.release.wait(LONG)
-            return threading.current_thread().name
-
-        @service.tool
-        def hold_with_context(ctx: Context) -> str:
-            """Takes a Context (so runs on a worker) and waits for the test to let it go."""
-            self.holding.set()
-            self.release.wait(LONG)
-            return threading.current_thread().name
-
-        self.service = service
-
-
-@pytest.fixture
-def tools() -> Iterator[Tools]:
-    tools = Tools()
-    yield tools
-    tools.release.set()  # never leave a tool waiting
-
-
-def _client(tools: Tools, **options: Any) -> PipeClient:
+def _client(tools: ThreadTools, **options: Any) -> PipeClient:
     return PipeClient(Server("threads", services=[tools.service], **options))
 
 
@@ -86,7 +45,7 @@ def _open(client: PipeClient, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["handshake", "modern"])
-def test_a_tool_without_a_context_runs_on_the_reader_and_one_with_a_context_on_a_worker(tools: Tools, era: str) -> None:
+def test_a_tool_without_a_context_runs_on_the_reader_and_one_with_a_context_on_a_worker(tools: ThreadTools, era: str) -> None:
     with _client(tools) as client:
         _open(client, era)
         assert _ran_on(client, era, "where", id=1) == READER
@@ -95,7 +54,7 @@ def test_a_tool_without_a_context_runs_on_the_reader_and_one_with_a_context_on_a
 
 
 @pytest.mark.parametrize("era", ["handshake", "modern"])
-def test_a_slow_tool_without_a_context_does_not_hold_the_requests_behind_it(tools: Tools, era: str) -> None:
+def test_a_slow_tool_without_a_context_does_not_hold_the_requests_behind_it(tools: ThreadTools, era: str) -> None:
     with _client(tools) as client:
         _open(client, era)
         client.request_nowait("tools/call", _params(era, "hold"), id="held")
@@ -116,7 +75,7 @@ def test_a_slow_tool_without_a_context_does_not_hold_the_requests_behind_it(tool
         assert ran_on[-1] == READER, ran_on
 
 
-def test_a_cancelled_request_held_on_the_reader_is_never_answered(tools: Tools) -> None:
+def test_a_cancelled_request_held_on_the_reader_is_never_answered(tools: ThreadTools) -> None:
     with _client(tools) as client:
         client.initialize()
         client.request_nowait("tools/call", _params("handshake", "hold"), id="held")
@@ -129,7 +88,7 @@ def test_a_cancelled_request_held_on_the_reader_is_never_answered(tools: Tools) 
         assert pong["result"] == {} and before == []  # the held call's answer was dropped
 
 
-def test_shutdown_does_not_wait_for_a_tool_holding_the_reader(tools: Tools) -> None:
+def test_shutdown_does_not_wait_for_a_tool_holding_the_reader(tools: ThreadTools) -> None:
     client = _client(tools, shutdown_timeout=0.2)
     try:
         client.initialize()
@@ -143,7 +102,7 @@ def test_shutdown_does_not_wait_for_a_tool_holding_the_reader(tools: Tools) -> N
         client.finish()
 
 
-def test_end_of_input_while_a_tool_holds_the_reader_lets_it_finish(tools: Tools) -> None:
+def test_end_of_input_while_a_tool_holds_the_reader_lets_it_finish(tools: ThreadTools) -> None:
     client = _client(tools)
     client.initialize()
     client.request_nowait("tools/call", _params("handshake", "hold"), id="held")
@@ -155,7 +114,7 @@ def test_end_of_input_while_a_tool_holds_the_reader_lets_it_finish(tools: Tools)
     assert client.finish() == []
 
 
-def test_with_every_worker_busy_the_reader_runs_nothing_itself(tools: Tools) -> None:
+def test_with_every_worker_busy_the_reader_runs_nothing_itself(tools: ThreadTools) -> None:
     """No worker could read in its place should the call hold it: the call queues for a worker."""
     with _client(tools, workers=1) as client:
         client.initialize()

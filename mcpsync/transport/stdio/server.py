@@ -246,11 +246,7 @@ class StdioServer:
 
     def _read_borrowed(self, epoch: int) -> None:
         """A worker reads until the reader thread waits to take the reading back, or reading ends."""
-        self._baton.borrowed(epoch)
-        try:
-            self._read_while(epoch, borrowed=True)
-        finally:
-            self._baton.give_back(epoch)
+        self._baton.borrow(epoch, lambda: self._read_while(epoch, borrowed=True))
 
     def _read_while(self, epoch: int, *, borrowed: bool = False) -> bool:
         """Read while the reading is `epoch`'s; True once reading has ended for good."""

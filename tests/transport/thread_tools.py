@@ -1,0 +1,57 @@
+"""Tools that say which thread ran them, and tools that hold their thread until the test lets
+them go: for the tests of which thread runs a request (tests/transport/test_http_loop_thread.py,
+tests/transport/test_stdio_reader_thread.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from mcpsync import Context, Service
+
+from .._timeouts import LONG
+
+
+class ThreadTools:
+    """`where` and `where_with_context` answer their thread's name; `hold` and
+    `hold_with_context` set `holding`, then wait for `release` (at most LONG) and answer theirs."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        service = Service("threads")
+
+        @service.tool
+        def where() -> str:
+            """The thread that ran this call."""
+            return threading.current_thread().name
+
+        @service.tool
+        def where_with_context(ctx: Context) -> str:
+            """The thread that ran this call, which takes a Context."""
+            return threading.current_thread().name
+
+        @service.tool
+        def hold() -> str:
+            """Promises nothing and waits for the test to let it go."""
+            self.holding.set()
+            self.release.wait(LONG)
+            return threading.current_thread().name
+
+        @service.tool
+        def hold_with_context(ctx: Context) -> str:
+            """Takes a Context (so runs on a worker) and waits for the test to let it go."""
+            self.holding.set()
+            self.release.wait(LONG)
+            return threading.current_thread().name
+
+        self.service = service
+
+
+@pytest.fixture
+def tools() -> Iterator[ThreadTools]:
+    made = ThreadTools()
+    yield made
+    made.release.set()  # never leave a tool waiting
