@@ -60,6 +60,21 @@ def routing_headers(message: dict[str, Any], plans: Mapping[str, tuple[ParamHead
     return own
 
 
+TRACE_HEADERS = ("traceparent", "tracestate")
+"""The W3C trace context a request's `params._meta` carries (put there by `mcpsync.telemetry`),
+sent as HTTP headers too: a proxy or an HTTP instrumentation between client and server sees the
+trace without reading the body."""
+
+
+def trace_headers(message: dict[str, Any]) -> dict[str, str]:
+    """`traceparent` and `tracestate` as headers, when the message's `_meta` has them."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or "traceparent" not in meta:
+        return {}
+    return {name: value for name in TRACE_HEADERS if isinstance(value := meta.get(name), str) and value.isascii() and value.isprintable()}
+
+
 def _argument_headers(plan: tuple[ParamHeader, ...], arguments: Any) -> dict[str, str]:
     """`Mcp-Param-<Token>` for each annotated argument present (null counts as absent)."""
     headers = {}

@@ -51,7 +51,7 @@ from ..protocol.param_headers import ParamHeader, param_headers
 from ..protocol.sse import SseParser, TooLarge
 from ._http_dial import Endpoint, Outgoing
 from ._http_handshake import HandshakeSession
-from ._http_headers import checked_headers, merged, routing_headers
+from ._http_headers import checked_headers, merged, routing_headers, trace_headers
 from ._http_wire import (
     Aborted,
     Answer,
@@ -412,7 +412,7 @@ class HttpConnection:
     def _headers_for(self, message: dict[str, Any]) -> tuple[dict[str, str], bool, bool]:
         """The headers of a POST of `message`, whether it is 2026-07-28, and whether the session
         id went with it."""
-        own = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        own = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **trace_headers(message)}
         routing = routing_headers(message, self._param_headers)
         if routing is not None:
             return merged(self._user_headers, {**own, **routing}), True, False

@@ -27,6 +27,7 @@ signal, hand it an answer) goes through the `Running` entry this process keeps w
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -114,6 +115,7 @@ class TaskRunner:
         caller answers: the caller's or the store's count of kept tasks, or a full pool."""
         if self._closing.is_set():
             raise McpError(ErrorCode.INTERNAL_ERROR, "the server is shutting down: no new task is started")
+        body = _in_context_of_now(body)
         with self._lock:  # a place in the pool first: a task refused for want of one leaves no record
             if len(self._running) + self._starting >= self.limits.max_running + self.limits.max_waiting:
                 raise McpError(ErrorCode.INTERNAL_ERROR, "too many tasks waiting to run; try again later")
@@ -593,3 +595,11 @@ def _first_text(result: dict[str, Any]) -> str | None:
             text: str = block["text"]
             return text[:500]
     return None
+
+
+def _in_context_of_now(body: Body) -> Body:
+    """`body`, to run later on a pool thread in the context variables of the thread that creates
+    the task: so a traced call's task stays in its trace (OpenTelemetry keeps the current span in
+    one), as does whatever else the application keeps there."""
+    context = contextvars.copy_context()
+    return lambda control: context.run(body, control)

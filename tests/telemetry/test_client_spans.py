@@ -5,6 +5,9 @@ records the span."""
 
 from __future__ import annotations
 
+import queue
+import socket
+import threading
 
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
@@ -70,3 +73,58 @@ def test_without_an_sdk_the_client_adds_nothing_to_the_request(recorded: Recorde
         session.call_tool("echo", {"text": "hi"})
     spans = _spans(recorded, "tools/call echo")
     assert list(spans) == [SpanKind.SERVER] and spans[SpanKind.SERVER].parent is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_a_tasks_own_spans_stay_in_the_trace_of_the_call_that_made_it(recorded: Recorded, mode: str) -> None:
+    service = mcpsync.Service("tasks")
+    inner = recorded.tracer_provider.get_tracer("the-task")
+
+    @service.tool(task="required")
+    def report(ctx: mcpsync.Context) -> str:
+        """A long job: its work is a span of its own, on the task pool's thread."""
+        with inner.start_as_current_span("compile the report"):
+            return "done"
+
+    server = Server("tasks", services=[service], telemetry=recorded.telemetry)
+    try:
+        with mcpsync.connect(server, mode=mode, telemetry=recorded.telemetry) as session:
+            handle = session.call_tool("report", {}, task=True)
+            assert handle.result(timeout=30)["content"][0]["text"] == "done"
+    finally:
+        server.close()
+    client = _spans(recorded, "tools/call report")[SpanKind.CLIENT]
+    [work] = [span for span in recorded.spans.get_finished_spans() if span.name == "compile the report"]
+    assert work.context.trace_id == client.context.trace_id  # type: ignore[attr-defined]
+    served = _spans(recorded, "tools/call report")[SpanKind.SERVER]
+    assert work.parent is not None and work.parent.span_id == served.context.span_id  # type: ignore[attr-defined]
+
+
+def test_over_http_the_client_sends_its_trace_context_as_headers_too(recorded: Recorded) -> None:
+    """What a proxy or an HTTP instrumentation between them sees: the head of the client's POST
+    names the trace of the request's span (read here by a socket that answers 500 and closes)."""
+    heads: queue.Queue[bytes] = queue.Queue()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_once() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.settimeout(10)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += connection.recv(65536)
+            heads.put(head)
+            connection.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    thread = threading.Thread(target=answer_once, name="test-head-reader")
+    thread.start()
+    try:
+        with pytest.raises(Exception):
+            mcpsync.connect(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp", mode="modern", telemetry=recorded.telemetry, timeout=10)
+        head = heads.get(timeout=10).decode("latin-1").lower()
+    finally:
+        thread.join(10)
+        listener.close()
+    [sent] = [span for span in recorded.spans.get_finished_spans() if span.kind is SpanKind.CLIENT]
+    expected = f"traceparent: 00-{format(sent.context.trace_id, '032x')}-{format(sent.context.span_id, '016x')}-"
+    assert any(line.startswith(expected) for line in head.splitlines()), head

@@ -212,3 +212,27 @@ def test_over_http_a_handshake_notification_is_traced_with_its_session(recorded:
         serving.shutdown()
     told = recorded.finished("notifications/initialized")
     assert told.attributes is not None and told.attributes["mcp.session.id"] == session_id
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_over_http_a_traceparent_header_parents_a_request_whose_meta_has_none(recorded: Recorded, server: Server, era: str) -> None:
+    serving = server.start_http("127.0.0.1", 0)
+    try:
+        port = int(serving.url.rsplit(":", 1)[1].split("/")[0])
+        trace_headers = {"traceparent": TRACEPARENT, "tracestate": "rojo=00f067aa0ba902b7"}
+        if era == "handshake":
+            params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            _, _, answered = _post(port, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, {})
+            session_id = {name.lower(): value for name, value in answered.items()}["mcp-session-id"]
+            headers = {"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25", **trace_headers}
+            call: dict[str, Any] = {"name": "echo", "arguments": {"text": "hi"}}
+        else:
+            headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo", **trace_headers}
+            call = _params(era, {"name": "echo", "arguments": {"text": "hi"}})
+        status, message, _ = _post(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}, headers)
+        assert status == 200 and message["result"]["content"][0]["text"] == "hi"
+    finally:
+        serving.shutdown()
+    served = recorded.finished("tools/call echo")
+    assert served.parent is not None and (format(served.context.trace_id, "032x"), format(served.parent.span_id, "016x")) == (TRACE_ID, PARENT_ID)
+    assert served.context.trace_state.get("rojo") == "00f067aa0ba902b7"

@@ -85,6 +85,8 @@ class PostPath:
             owner = self._session_paths.session_of(environ, principal)
             self._directory.answer(owner, message, body)  # to the request that asked, wherever it waits
             return empty_reply(start_response, 202)
+        if self._engine.observer is not None:  # traced: a parent the client sent as headers only
+            _trace_from_headers(environ, message.params)
         if isinstance(message, Notification):
             return self._notification(environ, start_response, message, era, version, principal)
         if era is Era.MODERN:
@@ -131,3 +133,18 @@ class PostPath:
         if message.method == "notifications/cancelled":  # the client stopped waiting: no response
             self._directory.cancel(owner, message.params.get("requestId"))
         return empty_reply(start_response, 202)
+
+
+def _trace_from_headers(environ: dict[str, Any], params: dict[str, Any]) -> None:
+    """A request whose `_meta` carries no trace context takes the `traceparent` (and
+    `tracestate`) headers as its own, so a client that traces only its HTTP requests (or a proxy
+    that starts the trace) still parents the server's span. `_meta` stays the first word."""
+    traceparent = header(environ, "traceparent")
+    meta = params.get("_meta")
+    if traceparent is None or (meta is not None and not isinstance(meta, dict)) or (meta and "traceparent" in meta):
+        return
+    carried = {"traceparent": traceparent}
+    tracestate = header(environ, "tracestate")
+    if tracestate is not None:
+        carried["tracestate"] = tracestate
+    params["_meta"] = {**(meta or {}), **carried}
