@@ -38,6 +38,12 @@ class Watch(Protocol):
     def end(self, result: Any, error: BaseException | None) -> None: ...
 
 
+class SessionWatch(Protocol):
+    """The telemetry's watch over a whole session (its duration): ended once, as it closes."""
+
+    def end(self, version: str | None, error: BaseException | None) -> None: ...
+
+
 _UNSENT, _SENDING, _SENT, _WITHDRAWN = range(4)
 """A PendingCall's way to the wire. A cancel or a timeout withdraws an unsent call (it is never
 sent); one that comes while the request is being written is sent on the wire right after it, so

@@ -57,7 +57,7 @@ from ._listening import Listening
 from ._negotiation import PROBE_TIMEOUT as PROBE_TIMEOUT
 from ._negotiation import discover, initialize, version_to_retry
 from ._pending import PendingCall as PendingCall
-from ._pending import Progress
+from ._pending import Progress, SessionWatch
 from ._server_requests import ServerRequests, declared
 from ._tool_headers import ToolHeaders
 from .listen import Listener
@@ -172,6 +172,7 @@ class ClientSession:
         self._tool_headers = ToolHeaders(connection, self._lock)  # what the last list_tools() said of the tools' headers
         self._task_support: dict[str, str] | None = None  # each tool's execution.taskSupport, from the last list_tools()
         self._observer = chosen.telemetry.client_observer() if chosen.telemetry is not None else None
+        self._session_watch: SessionWatch | None = None  # the session's duration, from open() to close()
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -183,6 +184,7 @@ class ClientSession:
     def open(self) -> ClientSession:
         """Start the connection and agree on an era; returns self."""
         self._connection.start(self._on_message, self._on_lost)
+        self._session_watch = self._observer.session_began(self._connection) if self._observer is not None else None
         try:
             if self._mode == "legacy":
                 initialize(self)
@@ -204,12 +206,15 @@ class ClientSession:
         for listener in listeners:
             listener._finish()
         with self._lock:
-            in_flight = self._calls.on_wire() if self._lost is None else []
+            lost = self._lost  # what ended the session, if it ended before this close (not this close's own end)
+            in_flight = self._calls.on_wire() if lost is None else []
         for request_id in in_flight:  # so the server stops their work instead of finishing it for nobody
             self._cancel_on_wire(request_id, "the client closed the session", timeout=_CLOSE_SEND_TIMEOUT)
         self._calls.fail_all(SessionClosed("the session was closed"))
         self._connection.close()
         self._asked.close(_CALLBACK_JOIN_TIMEOUT)
+        if self._session_watch is not None:
+            self._session_watch.end(self.protocol_version, lost)
 
     def __enter__(self) -> ClientSession:
         return self

@@ -36,7 +36,7 @@ from ..protocol.versions import (
 from ..tasks.runner import TaskRunner
 from . import entry_operations, operations, task_operations
 from .interceptors import Call, Interceptor, TransportInfo
-from .observer import Observation, Observer
+from .observer import Observation, Observer, SessionObservation
 from .outcome import Deferred, Failure, NoResponse, Outcome, Subscribed, Success
 from .request_state import DEFAULT_TTL, RequestStateSealer
 from .seams import Exchange, ForwardedTool
@@ -302,6 +302,10 @@ class Engine:
         """A notification the client sent, for the observer (its span); the transport acts on it."""
         if self.observer is not None:
             self.observer.notified(notification, session, transport)
+
+    def session_began(self, transport: TransportInfo) -> SessionObservation | None:
+        """A connection's session begins, for the observer (its duration); None when unobserved."""
+        return self.observer.session_began(transport) if self.observer is not None else None
 
     def is_era_distinctive(self, request: Request) -> bool:
         """Requests the reader must finish before reading on while the era is unlocked."""

@@ -25,6 +25,12 @@ class Observation(Protocol):
     def end(self, outcome: Outcome) -> None: ...
 
 
+class SessionObservation(Protocol):
+    """One connection's session watched (a stdio connection): `end` once, as it closes."""
+
+    def end(self, session: Session, error: str | None) -> None: ...
+
+
 class Observer(Protocol):
     """Watches every request the engine runs; `begin` is called on the thread that runs it, before
     anything else, and must not raise."""
@@ -33,4 +39,8 @@ class Observer(Protocol):
 
     def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
         """A notification the client sent, as the transport takes it; must not raise."""
+        ...
+
+    def session_began(self, transport: TransportInfo) -> SessionObservation:
+        """A connection's session begins (its duration is measured until `end`)."""
         ...

@@ -19,7 +19,8 @@ What it reports:
   children;
 - a CLIENT span for every request the client sends, whose context goes into the request's
   `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
-- the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, in seconds.
+- the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, and the
+  sessions' `mcp.client.session.duration` and `mcp.server.session.duration` (stdio), in seconds.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Success
 from ..engine.session import Session
 from ..protocol.jsonrpc import McpError, Notification, Request
-from ..protocol.versions import META_PROTOCOL_VERSION
+from ..protocol.versions import LATEST_MODERN_VERSION, META_PROTOCOL_VERSION, Era
 
 SCOPE = "mcpsync"
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
@@ -58,6 +58,14 @@ class Instruments:
         )
         self.client_duration = meter.create_histogram(
             "mcp.client.operation.duration", unit="s", description="How long an MCP request took, as the client saw it",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.server_session = meter.create_histogram(
+            "mcp.server.session.duration", unit="s", description="How long an MCP session lasted, as the server saw it",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.client_session = meter.create_histogram(
+            "mcp.client.session.duration", unit="s", description="How long an MCP session lasted, as the client saw it",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
 
@@ -163,6 +171,9 @@ class ServerObserver:
         span, _, attributes = self._start(made, notification.method, None, notification.params, session, transport)
         _ServerRequest(span, None, made.server_duration, attributes, notification.method).end(NoResponse("a notification"))
 
+    def session_began(self, transport: TransportInfo) -> _ServerSession:
+        return _ServerSession(self._instruments().server_session, _transport_attributes(transport.name))
+
     def _start(
         self, made: Instruments, method: str, request_id: Any, params: dict[str, Any], session: Session, transport: TransportInfo
     ) -> tuple[trace.Span, otel_context.Context | None, dict[str, Any]]:
@@ -185,6 +196,32 @@ class ServerObserver:
             record_exception=False, set_status_on_exception=False,
         )
         return span, parent, attributes
+
+
+class _Session:
+    """One session's duration, recorded once at `end`."""
+
+    __slots__ = ("_histogram", "_attributes", "_started")
+
+    def __init__(self, histogram: Any, attributes: dict[str, Any]) -> None:
+        self._histogram = histogram
+        self._attributes = attributes
+        self._started = time.perf_counter()
+
+    def record(self, version: str | None, error: str | None) -> None:
+        attributes = dict(self._attributes)
+        if version is not None:
+            attributes["mcp.protocol.version"] = version
+        if error is not None:
+            attributes["error.type"] = error
+        self._histogram.record(time.perf_counter() - self._started, attributes)
+
+
+class _ServerSession(_Session):
+    __slots__ = ()
+
+    def end(self, session: Session, error: str | None) -> None:
+        self.record(session.negotiated_version or (LATEST_MODERN_VERSION if session.era is Era.MODERN else None), error)
 
 
 def _transport_attributes(transport: str) -> dict[str, str]:
@@ -224,6 +261,11 @@ class ClientObserver:
     def __init__(self, instruments: Callable[[], Instruments]) -> None:
         self._instruments = instruments
 
+    def session_began(self, connection: Any) -> _ClientSession:
+        """A session opens on `connection`: its duration is recorded when it closes (`end`)."""
+        attributes = {key: value for key, value in _peer_attributes(connection).items() if key != "mcp.session.id"}
+        return _ClientSession(self._instruments().client_session, attributes)
+
     def begin(
         self, method: str, request_id: Any, params: dict[str, Any] | None, connection: Any, protocol_version: str | None
     ) -> tuple[_ClientRequest, dict[str, Any] | None]:
@@ -243,6 +285,13 @@ class ClientObserver:
             return watch, params
         meta = params.get("_meta") if params else None
         return watch, {**(params or {}), "_meta": {**meta, **carrier} if isinstance(meta, dict) else carrier}
+
+
+class _ClientSession(_Session):
+    __slots__ = ()
+
+    def end(self, version: str | None, error: BaseException | None) -> None:
+        self.record(version, type(error).__qualname__ if error is not None else None)
 
 
 def _peer_attributes(connection: Any) -> dict[str, Any]:

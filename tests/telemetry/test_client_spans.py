@@ -128,3 +128,16 @@ def test_over_http_the_client_sends_its_trace_context_as_headers_too(recorded: R
     [sent] = [span for span in recorded.spans.get_finished_spans() if span.kind is SpanKind.CLIENT]
     expected = f"traceparent: 00-{format(sent.context.trace_id, '032x')}-{format(sent.context.span_id, '016x')}-"
     assert any(line.startswith(expected) for line in head.splitlines()), head
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_each_side_measures_how_long_the_session_lasted(recorded: Recorded, mode: str) -> None:
+    server = Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
+    with mcpsync.connect(server, mode=mode, telemetry=recorded.telemetry) as session:
+        session.call_tool("echo", {"text": "hi"})
+    version = "2025-11-25" if mode == "legacy" else "2026-07-28"
+    for name in ("mcp.client.session.duration", "mcp.server.session.duration"):
+        unit, points = recorded.histogram(name)
+        [point] = points
+        assert unit == "s" and point.count == 1 and point.sum > 0, name
+        assert dict(point.attributes) == {"network.transport": "pipe", "mcp.protocol.version": version}, name

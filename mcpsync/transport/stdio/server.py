@@ -211,6 +211,7 @@ class StdioServer:
     def _serve(self) -> None:
         """Start the reader, wait until reading has ended (on whichever thread read last), close.
         This thread runs no request, so it closes on time even while a tool holds the reader."""
+        observed = self._engine.session_began(STDIO)
         self._watch.start()
         try:
             self._reader = threading.Thread(target=self._read_at_home, name="mcpsync-stdio-reader", daemon=True)
@@ -223,6 +224,8 @@ class StdioServer:
                 self._reading_ended.wait(self._shutdown_timeout + 1.0)
             self._watch.stop()
             self._close(self._graceful)
+            if observed is not None:
+                observed.end(self._session, None)
 
     def _read_at_home(self) -> None:
         """The reader thread: read, and while a worker reads in its place (a request held this
