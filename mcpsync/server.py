@@ -37,6 +37,7 @@ from .transport.http.options import (
     DEFAULT_MAX_SESSIONS_PER_CALLER,
     HttpOptions,
 )
+from .transport.lifecycle.load import Load
 from .transport.lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP
 from .transport.stdio.server import DEFAULT_WRITE_TIMEOUT, StdioServer
 
@@ -188,11 +189,25 @@ class Server:
             raise ValueError("a shared store needs the replicas' bus: give bus= too")
 
     def use_telemetry(self, telemetry: Telemetry) -> None:
-        """Trace and measure every request served from now on (`mcpsync.telemetry`), and the calls
+        """Trace and measure every request served from now on (`mcpsync.telemetry`), the calls
         sent to the upstreams added after this (`mcpsync serve --otel` calls it on the Server it
-        serves, before adding the config's upstreams)."""
+        serves, before adding the config's upstreams), and report the operator's gauges (`load`)."""
         self.telemetry = telemetry
         self.engine.observer = telemetry.server_observer()
+        telemetry.watch(self)
+
+    def load(self) -> Load:
+        """What this server holds now, over all its transports: requests in flight, open streams
+        (listens, GET streams), handshake-era sessions, and its tasks; an operator's gauges read it."""
+        total = Load(tasks=self.engine.tasks.active)
+        for transport in self._live_transports():
+            total += transport.load()
+        return total
+
+    def store_reachable(self) -> bool | None:
+        """Whether the replicas' shared store answers now (one round trip); None without one."""
+        store = self._fanout.store
+        return store.reachable() if store is not None else None
 
     @property
     def name(self) -> str:

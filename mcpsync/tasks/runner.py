@@ -108,6 +108,12 @@ class TaskRunner:
                 log.exception("a task listener raised")
 
     # -- creating --------------------------------------------------------------------------------
+    @property
+    def active(self) -> int:
+        """The tasks running or waiting for a worker here now."""
+        with self._lock:
+            return len(self._running)
+
     @reaching_store
     def create(self, *, form: str, tool: str, owner: str | None, requested_ttl: Any, body: Body) -> TaskRecord:
         """Keep a new task's record, then run `body` on the pool; returns the record as created

@@ -20,19 +20,33 @@ What it reports:
 - a CLIENT span for every request the client sends, whose context goes into the request's
   `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
 - the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, and the
-  sessions' `mcp.client.session.duration` and `mcp.server.session.duration` (stdio), in seconds.
+  sessions' `mcp.client.session.duration` and `mcp.server.session.duration` (stdio), in seconds;
+- an operator's gauges of each server: `mcpsync.server.requests.active`, `.streams.active`,
+  `.sessions.active`, `.tasks.active`, and `.store.reachable` with a shared store.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..engine.observer import Observer
+    from ..transport.lifecycle.load import Load
     from ._otel import ClientObserver
 
 __all__ = ["Telemetry"]
+
+
+class Watched(Protocol):
+    """What the gauges read of a server (a `Server`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def load(self) -> Load: ...
+
+    def store_reachable(self) -> bool | None: ...
 
 
 class Telemetry:
@@ -90,6 +104,11 @@ class Telemetry:
     def server_observer(self) -> Observer:
         """What a `Server`'s engine calls around each request (`Engine(observer=...)`)."""
         return self._otel.ServerObserver(self._made)
+
+    def watch(self, server: Watched) -> None:
+        """Report `server`'s gauges (`Server.load`, its tasks, its store) as the meter collects;
+        `Server.use_telemetry` calls this."""
+        self._made().gauges.watch(server)
 
     def client_observer(self) -> ClientObserver:
         """What a client session calls around each request it sends."""

@@ -14,7 +14,9 @@ Nothing here may fail a request: a malformed `traceparent` is ignored, as the W3
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -46,6 +48,46 @@ METRIC_KEYS = frozenset(
 TOOL_ERROR = "tool_error"
 
 
+class Gauges:
+    """The operator's gauges of the servers watched, read as the meter collects (on the reader's
+    thread): requests in flight, open streams, handshake-era sessions, tasks, and whether the
+    replicas' store answers; each point carries the server's name (`mcpsync.server.name`)."""
+
+    def __init__(self, meter: Any) -> None:
+        self._servers: weakref.WeakSet[Any] = weakref.WeakSet()  # a closed, dropped Server leaves by itself
+        self._lock = threading.Lock()
+        for name, unit, description, read in (
+            ("mcpsync.server.requests.active", "{request}", "Requests in flight, running or waiting", lambda server: server.load().requests),
+            ("mcpsync.server.streams.active", "{stream}", "Open listens and GET streams", lambda server: server.load().streams),
+            ("mcpsync.server.sessions.active", "{session}", "Handshake-era sessions held", lambda server: server.load().sessions),
+            ("mcpsync.server.tasks.active", "{task}", "Tasks running or waiting for a worker", lambda server: server.load().tasks),
+            ("mcpsync.server.store.reachable", "1", "1 while the replicas' shared store answers, else 0", _reachable),
+        ):
+            meter.create_observable_gauge(name, callbacks=[self._reader(read)], unit=unit, description=description)
+
+    def watch(self, server: Any) -> None:
+        with self._lock:
+            self._servers.add(server)
+
+    def _reader(self, read: Callable[[Any], int | None]) -> Callable[[Any], list[metrics.Observation]]:
+        def observe(_options: Any) -> list[metrics.Observation]:
+            with self._lock:
+                servers = list(self._servers)
+            points = []
+            for server in servers:
+                value = read(server)
+                if value is not None:
+                    points.append(metrics.Observation(value, {"mcpsync.server.name": server.name}))
+            return points
+
+        return observe
+
+
+def _reachable(server: Any) -> int | None:
+    reachable = server.store_reachable()
+    return None if reachable is None else int(reachable)
+
+
 class Instruments:
     """The tracer and the two operation histograms, from the given providers or the global ones."""
 
@@ -64,6 +106,7 @@ class Instruments:
             "mcp.server.session.duration", unit="s", description="How long an MCP session lasted, as the server saw it",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
+        self.gauges = Gauges(meter)
         self.client_session = meter.create_histogram(
             "mcp.client.session.duration", unit="s", description="How long an MCP session lasted, as the client saw it",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,

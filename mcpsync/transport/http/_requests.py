@@ -116,6 +116,11 @@ class Requests:
         # of answering from another thread (`RESPOND_NOW`), or None if it has none.
         self._inline: dict[Exchange, RespondNow | None] = {}
 
+    @property
+    def in_flight(self) -> int:
+        """The requests running or waiting now."""
+        return len(self._inflight)
+
     def run(
         self,
         environ: dict[str, Any],

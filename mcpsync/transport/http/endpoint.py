@@ -38,6 +38,7 @@ from ...engine.engine import Engine
 from ...protocol import jsonrpc
 from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from ...protocol.versions import Era
+from ..lifecycle.load import Load
 from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL
 from ._cors import Cors
 from ._directory import LocalDirectory, SharedDirectory
@@ -205,6 +206,10 @@ class WsgiTransport:
         self._post = PostPath(engine, directory=self._directory, session_paths=self._session_paths, requests=self._requests, max_body=max_body_bytes)
         self._clean = True
         self._stopped = threading.Event()
+
+    def load(self) -> Load:
+        """The requests in flight, the streams open and the handshake-era sessions held now."""
+        return Load(self._requests.in_flight, self._state.streams, len(self._directory.table))
 
     def _not_ready(self) -> str | None:
         """Why a readiness probe is answered 503, or None: it is ready."""

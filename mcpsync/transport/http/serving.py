@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from ...httpd.server import DEFAULT_TIMEOUT, WsgiServer
+from ..lifecycle.load import Load
 from .endpoint import WsgiTransport
 from .options import DEFAULT_MAX_CONNECTIONS, DEFAULT_THREADS
 
@@ -71,6 +72,10 @@ class HttpServing:
             os.set_blocking(fd, False)
         self._wake_closed = False
         self._serving = False
+
+    def load(self) -> Load:
+        """Its endpoint's requests in flight, open streams and sessions now."""
+        return self.app.load()
 
     def start(self) -> HttpServing:
         with self._lock:

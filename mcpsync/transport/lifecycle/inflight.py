@@ -96,6 +96,11 @@ class InFlight(Generic[R]):
             del self._table[key]
             return True
 
+    def __len__(self) -> int:
+        """The requests in flight now."""
+        with self._lock:
+            return len(self._table)
+
     def unsettled(self) -> list[tuple[Hashable, R]]:
         """The requests in flight now, with their keys."""
         with self._lock:

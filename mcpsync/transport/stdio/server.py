@@ -57,6 +57,7 @@ from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES, TOO_LARGE, Frame, Frame
 from ...protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
 from ...protocol.versions import META_SUBSCRIPTION_ID, Era
 from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
+from ..lifecycle.load import Load
 from ..lifecycle.subscriptions import (
     DEFAULT_SUBSCRIPTION_CAP,
     TASK_STATUS,
@@ -136,6 +137,11 @@ class StdioServer:
     @property
     def session(self) -> Session:
         return self._session
+
+    def load(self) -> Load:
+        """The requests in flight and the listens open now; the connection's one session once
+        initialized (the handshake era)."""
+        return Load(len(self._inflight), len(self._subscriptions), 1 if self._session.era is Era.HANDSHAKE else 0)
 
     def ask_client(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """Send the client a request of this server's own, on behalf of no request (a gateway

@@ -1,0 +1,89 @@
+"""The operator's gauges a traced server reports as the meter collects: the requests in flight, the
+open listens, the handshake-era sessions and the tasks of all its connections, and whether the
+replicas' store answers; each point named for its server, and back to zero once it is all over."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from mcpsync import Context, Server, Service
+from mcpsync.bus import MemoryBus, MemoryStore
+
+from .._timeouts import LONG
+from ..transport.pipes import PipeClient, modern
+from .recording import Recorded
+
+pytestmark = pytest.mark.timeout(60)
+
+GAUGES = ("requests", "streams", "sessions", "tasks")
+
+
+def _gauges(recorded: Recorded) -> dict[str, dict[str, Any]]:
+    data = recorded.metrics.get_metrics_data()
+    assert data is not None
+    found: dict[str, dict[str, Any]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name.startswith("mcpsync.server."):
+                    found[metric.name] = {point.attributes["mcpsync.server.name"]: point.value for point in metric.data.data_points}
+    return found
+
+
+def _values(recorded: Recorded, server: str) -> dict[str, Any]:
+    gauges = _gauges(recorded)
+    return {kind: gauges[f"mcpsync.server.{kind}.active"][server] for kind in GAUGES}
+
+
+def test_the_gauges_count_what_the_server_holds_across_its_connections(recorded: Recorded) -> None:
+    holding, release = threading.Event(), threading.Event()
+    service = Service("held")
+
+    @service.tool
+    def hold(ctx: Context) -> str:
+        """Waits for the test."""
+        holding.set()
+        release.wait(LONG)
+        return "released"
+
+    server = Server("gauged", services=[service], telemetry=recorded.telemetry)
+    try:
+        with PipeClient(server) as handshake, PipeClient(server) as listening:
+            handshake.initialize()
+            handshake.request_nowait("tools/call", {"name": "hold", "arguments": {}}, id="held")
+            assert holding.wait(LONG)
+            ack = listening.listen("L", {"toolsListChanged": True})
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert _values(recorded, "gauged") == {"requests": 1, "streams": 1, "sessions": 1, "tasks": 0}
+            release.set()
+            assert handshake.recv()["id"] == "held"
+            listening.notify("notifications/cancelled", {"requestId": "L"})
+            listening.request("tools/list", modern(), id="after")  # read after the cancel: the listen is gone
+        assert _values(recorded, "gauged") == {"requests": 0, "streams": 0, "sessions": 0, "tasks": 0}
+        assert "mcpsync.server.store.reachable" not in _gauges(recorded)  # no shared store, no such gauge
+    finally:
+        release.set()
+        server.close()
+
+
+class Unreachable(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def reachable(self) -> bool:
+        return not self.down
+
+
+def test_the_store_gauge_follows_the_shared_store(recorded: Recorded) -> None:
+    store = Unreachable()
+    server = Server("replica", bus=MemoryBus(), store=store, telemetry=recorded.telemetry)
+    try:
+        assert _gauges(recorded)["mcpsync.server.store.reachable"] == {"replica": 1}
+        store.down = True
+        assert _gauges(recorded)["mcpsync.server.store.reachable"] == {"replica": 0}
+    finally:
+        server.close()
