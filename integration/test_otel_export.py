@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -139,4 +141,29 @@ def test_an_unsupported_protocol_is_refused_in_one_line(receiver: Receiver) -> N
 
 def test_otel_with_processes_is_a_usage_error(receiver: Receiver) -> None:
     done = _serve_fails("--otel", "--http", "127.0.0.1:0", "--processes", "2", env=_env(receiver))
-    assert done.returncode == 2 and "--otel serves one process" in done.stderr
+    assert done.returncode == 2 and "--otel and --prometheus serve one process" in done.stderr
+
+
+def test_serve_prometheus_answers_scrapes_with_the_durations_and_the_gauges(tmp_path: Any) -> None:
+    stderr_path = tmp_path / "stderr.log"
+    command = [sys.executable, "-m", "mcpsync", "serve", "--prometheus", "127.0.0.1:0"]
+    with stderr_path.open("w") as stderr, mcpsync.connect(command, mode="legacy", stderr=stderr) as session:
+        assert session.call_tool("echo", {"text": "scraped"})["content"][0]["text"] == "scraped"
+        [announced] = [line for line in stderr_path.read_text().splitlines() if "metrics for Prometheus at" in line]
+        url = announced.rsplit(" ", 1)[1]
+        with urllib.request.urlopen(url, timeout=LONG) as response:
+            assert response.status == 200
+            text = response.read().decode()
+    samples = [line for line in text.splitlines() if not line.startswith("#")]
+    calls = [line for line in samples if line.startswith("mcp_server_operation_duration_seconds_count{") and 'gen_ai_tool_name="echo"' in line]
+    assert len(calls) == 1 and calls[0].endswith(" 1.0"), text
+    sessions = [line for line in samples if line.startswith("mcpsync_server_sessions_active")]
+    assert len(sessions) == 1 and sessions[0].endswith(" 1.0"), text  # this session, initialized
+
+
+def test_a_prometheus_address_that_is_taken_is_said_in_one_line(receiver: Receiver) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = _serve_fails("--prometheus", f"127.0.0.1:{taken.getsockname()[1]}", env={})
+    assert done.returncode == 1 and done.stderr.startswith("Error: --prometheus: cannot serve on 127.0.0.1:"), done.stderr

@@ -98,7 +98,7 @@ def _close(server: Server) -> None:
     server.engine.tasks.close(server.shutdown_timeout)
     server.close(timeout=0)
     if server.telemetry is not None:  # the spans and measurements still held go out before the process does
-        server.telemetry.flush()
+        server.telemetry.close()
 
 
 def _leave_unless(clean: bool) -> None:

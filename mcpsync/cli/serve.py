@@ -129,6 +129,14 @@ def _unless_given(flag: str, kind: click.ParamType[Any], help: str) -> Callable[
     "OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS, ... Needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http. "
     "Not with --processes.",
 )
+@click.option(
+    "--prometheus",
+    "prometheus_address",
+    metavar="HOST:PORT",
+    help="Answer Prometheus scrapes of the metrics (the MCP durations and mcpsync's gauges) at http://HOST:PORT/metrics "
+    "(port 0: any free port; the URL goes to stderr), with --otel or alone. Needs opentelemetry-sdk and "
+    "opentelemetry-exporter-prometheus. Not with --processes.",
+)
 @_unless_given(
     "--processes",
     click.IntRange(min=1),
@@ -199,6 +207,7 @@ def serve(
     auth_scopes: tuple[str, ...],
     bus_url: str | None,
     otel: bool,
+    prometheus_address: str | None,
 ) -> None:
     """Serve MCP over stdio (or HTTP with --http), both protocol eras.
 
@@ -233,7 +242,8 @@ def serve(
 
     With --otel every request gets an OpenTelemetry span and its duration is measured (the MCP
     conventions), exported by OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; a client that sends its
-    trace context in params._meta (traceparent) gets its trace continued.
+    trace context in params._meta (traceparent) gets its trace continued. With --prometheus
+    HOST:PORT the metrics also answer scrapes at http://HOST:PORT/metrics.
 
     \b
     Examples:
@@ -249,8 +259,8 @@ def serve(
         --auth-issuer https://login.example.com --auth-jwks-url https://login.example.com/jwks
     """
     _check_transport_options(http_address, processes, write_timeout, max_buffered_bytes)
-    if otel and (processes or 1) > 1:
-        raise click.UsageError("--otel serves one process: with --processes, let each worker's Server make its own Telemetry")
+    if (otel or prometheus_address) and (processes or 1) > 1:
+        raise click.UsageError("--otel and --prometheus serve one process: with --processes, let each worker's Server make its own Telemetry")
     config = read_config(config_path, upstreams)
     level = log_level or (config.server if config is not None else {}).get("log_level", "warning")
     log_to_stderr(level, json=log_format == "json")
@@ -259,7 +269,7 @@ def serve(
     auth = auth_for(config, given, over_http=http_address is not None)
     bus = checked_bus(bus_url, config)
     settings = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size, "write_timeout": write_timeout}
-    build = partial(build_server, target, config, name, settings, bus, max_buffered_bytes, telemetry=_telemetry() if otel else None)
+    build = partial(build_server, target, config, name, settings, bus, max_buffered_bytes, telemetry=_telemetry(otel, prometheus_address))
     if http_address is None:
         _serve_stdio(build)
         return
@@ -280,14 +290,24 @@ def serve(
     _serve_processes(lambda: build(auth=auth_for(config, given, over_http=True)), processes, host, port, options, level, bus)
 
 
-def _telemetry() -> Telemetry:
-    """`--otel`: OTLP export as the OTEL_* variables say; what is missing said in one line."""
+def _telemetry(otel: bool, prometheus_address: str | None) -> Telemetry | None:
+    """`--otel` (OTLP export as the OTEL_* variables say) and `--prometheus` (a scrape endpoint,
+    announced on stderr); None without either. What is missing is said in one line."""
+    if not otel and prometheus_address is None:
+        return None
     from ..telemetry import Telemetry
 
+    flag = "--otel" if prometheus_address is None else "--prometheus" if not otel else "--otel/--prometheus"
+    prometheus = _parse_address(prometheus_address, "--prometheus") if prometheus_address is not None else None
     try:
-        return Telemetry.from_environment()
+        telemetry = Telemetry.from_environment(otlp=otel, prometheus=prometheus)
     except (ImportError, ValueError) as exc:
-        raise click.ClickException(f"--otel: {exc}") from exc
+        raise click.ClickException(f"{flag}: {exc}") from exc
+    except OSError as exc:
+        raise click.ClickException(f"--prometheus: cannot serve on {prometheus_address}: {exc}") from exc
+    if telemetry.prometheus_url is not None:
+        click.echo(f"mcpsync: metrics for Prometheus at {telemetry.prometheus_url}", err=True)
+    return telemetry
 
 
 def _check_transport_options(http_address: str | None, processes: int | None, write_timeout: float | None, max_buffered_bytes: int | None) -> None:
@@ -373,9 +393,9 @@ def _greet_terminal(name: str) -> None:
     )
 
 
-def _parse_address(address: str) -> tuple[str, int]:
+def _parse_address(address: str, option: str = "--http") -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise click.BadParameter(f"expected HOST:PORT (e.g. 127.0.0.1:8000), not {address!r}", param_hint="--http")
+        raise click.BadParameter(f"expected HOST:PORT (e.g. 127.0.0.1:8000), not {address!r}", param_hint=option)
     return host, int(port)

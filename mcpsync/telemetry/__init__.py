@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..engine.observer import Observer
     from ..transport.lifecycle.load import Load
+    from ._export import Scrape
     from ._otel import ClientObserver
 
 __all__ = ["Telemetry"]
@@ -68,30 +69,48 @@ class Telemetry:
         self._meter_provider = meter_provider
         self._lock = threading.Lock()
         self._instruments: _otel.Instruments | None = None
+        self._scrape: Scrape | None = None  # a Prometheus endpoint from_environment started
 
     @classmethod
-    def from_environment(cls) -> Telemetry:
-        """Telemetry that exports by OTLP as OpenTelemetry's environment variables say, the way
-        `mcpsync serve --otel` runs: the SDK's tracer and meter providers, with the resource of
-        `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, spans batched and metrics read every
-        `OTEL_METRIC_EXPORT_INTERVAL` ms, sent to `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal
-        variables) over HTTP (`http/protobuf`, OTLP's default; for gRPC make the providers yourself).
-        `flush()` sends what is left.
+    def from_environment(cls, *, otlp: bool = True, prometheus: tuple[str, int] | None = None) -> Telemetry:
+        """Telemetry that exports the way `mcpsync serve --otel` and `--prometheus` do. With
+        `otlp`: by OTLP as OpenTelemetry's environment variables say, the SDK's tracer and meter
+        providers with the resource of `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, spans
+        batched and metrics read every `OTEL_METRIC_EXPORT_INTERVAL` ms, sent to
+        `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variables) over HTTP (`http/protobuf`,
+        OTLP's default; for gRPC make the providers yourself). With `prometheus` (HOST, PORT; port
+        0: any free one): the metrics also answer scrapes at `prometheus_url`, until `close()`.
 
         Raises:
-            ImportError: the OpenTelemetry SDK or its OTLP/HTTP exporter is not installed.
+            ImportError: the OpenTelemetry SDK or an exporter asked for is not installed.
             ValueError: `OTEL_EXPORTER_OTLP_PROTOCOL` names another protocol.
+            OSError: the Prometheus address cannot be bound.
         """
-        from ._export import otlp_providers
+        from ._export import providers
 
-        tracer_provider, meter_provider = otlp_providers()
-        return cls(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        tracer_provider, meter_provider, scrape = providers(otlp=otlp, prometheus=prometheus)
+        made = cls(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        made._scrape = scrape
+        return made
+
+    @property
+    def prometheus_url(self) -> str | None:
+        """Where Prometheus scrapes the metrics (`from_environment(prometheus=...)`), else None."""
+        return self._scrape.url if self._scrape is not None else None
 
     def flush(self, timeout: float = 5.0) -> None:
         """Export what the providers still hold, within about `timeout` seconds each (a process
         about to exit calls this: `mcpsync serve` does). Providers without a flush (the API's
         no-op ones) are left alone."""
         self._otel.flush(self._tracer_provider, self._meter_provider, timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """`flush()`, then stop the Prometheus endpoint this object started, if any (`mcpsync
+        serve` calls this as it stops)."""
+        self.flush(timeout)
+        if self._scrape is not None:
+            self._scrape.stop()
+            self._scrape = None
 
     def _made(self) -> Any:
         """The tracer and the histograms, made once, at first use (the global providers may be set

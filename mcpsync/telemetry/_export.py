@@ -1,10 +1,14 @@
-"""OTLP export configured by OpenTelemetry's environment variables (`Telemetry.from_environment`,
-`mcpsync serve --otel`): the one place mcpsync itself picks an SDK and an exporter, since there the
-command line is the application. Everything else takes the providers the application set up.
+"""Export configured the way `mcpsync serve --otel` and `--prometheus` ask (`Telemetry.from_environment`):
+the one place mcpsync itself picks an SDK and exporters, since there the command line is the
+application. Everything else takes the providers the application set up.
 
-The exporters read their endpoint, headers, timeout and compression from the `OTEL_EXPORTER_OTLP_*`
-variables themselves; the SDK's `Resource.create()` reads `OTEL_SERVICE_NAME` and
-`OTEL_RESOURCE_ATTRIBUTES`, and its periodic reader `OTEL_METRIC_EXPORT_INTERVAL`.
+OTLP: the exporters read their endpoint, headers, timeout and compression from the
+`OTEL_EXPORTER_OTLP_*` variables themselves; the SDK's `Resource.create()` reads `OTEL_SERVICE_NAME`
+and `OTEL_RESOURCE_ATTRIBUTES`, and its periodic reader `OTEL_METRIC_EXPORT_INTERVAL`.
+
+Prometheus: the SDK's `PrometheusMetricReader` puts the metrics in prometheus_client's registry, and
+prometheus_client's own HTTP server answers the scrapes on its own thread (`Scrape`, stopped by
+`Telemetry.close`).
 """
 
 from __future__ import annotations
@@ -15,26 +19,67 @@ from typing import Any
 PROTOCOL = "http/protobuf"
 """OTLP's default protocol, and the one mcpsync exports over; for gRPC, give `Telemetry` the
 providers of your own making."""
+STOP_WAIT = 2.0
+"""Seconds the scrape server's thread gets to end once stopped."""
 
 
-def otlp_providers() -> tuple[Any, Any]:
-    """An SDK tracer provider exporting batched spans, and a meter provider exporting its metrics
-    periodically, both by OTLP over HTTP (protobuf)."""
+class Scrape:
+    """prometheus_client's HTTP server answering scrapes at `url` (`/metrics`), on its own thread."""
+
+    def __init__(self, host: str, port: int) -> None:
+        from prometheus_client import start_http_server
+
+        self._server, self._thread = start_http_server(port, addr=host)
+        bound_host, bound_port = str(self._server.server_address[0]), int(self._server.server_address[1])
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        self.url = f"http://{shown}:{bound_port}/metrics"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(STOP_WAIT)
+
+
+def providers(*, otlp: bool, prometheus: tuple[str, int] | None) -> tuple[Any, Any, Scrape | None]:
+    """A tracer provider exporting batched spans by OTLP over HTTP (with `otlp`, else None: the
+    global one, no-op unless the application set one), a meter provider whose metrics go out by
+    OTLP (with `otlp`) and to a Prometheus scrape endpoint on `prometheus` (HOST, PORT), and that
+    endpoint."""
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise ImportError("exporting needs the OpenTelemetry SDK: pip install opentelemetry-sdk") from exc
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "mcpsync"})
+    readers: list[MetricReader] = []
+    tracer_provider = None
+    if otlp:
+        span_exporter, metric_exporter = _otlp_exporters()
+        tracer_provider = TracerProvider(resource=resource)
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        readers.append(PeriodicExportingMetricReader(metric_exporter))
+    scrape = None
+    if prometheus is not None:
+        try:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        except ImportError as exc:
+            raise ImportError("a Prometheus endpoint needs its exporter: pip install opentelemetry-exporter-prometheus") from exc
+        readers.append(PrometheusMetricReader())
+        scrape = Scrape(*prometheus)
+    return tracer_provider, MeterProvider(resource=resource, metric_readers=readers), scrape
+
+
+def _otlp_exporters() -> tuple[Any, Any]:
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", PROTOCOL).strip() or PROTOCOL
     if protocol != PROTOCOL:
         raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: mcpsync exports over {PROTOCOL} only")
     try:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise ImportError("OTLP export needs the OpenTelemetry SDK and exporter: pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http") from exc
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "mcpsync"})
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    meter_provider = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
-    return tracer_provider, meter_provider
+        raise ImportError("OTLP export needs its exporter: pip install opentelemetry-exporter-otlp-proto-http") from exc
+    return OTLPSpanExporter(), OTLPMetricExporter()
+
