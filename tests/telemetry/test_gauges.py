@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from mcpsync import Context, Server, Service
-from mcpsync.bus import MemoryBus, MemoryStore
+from mcpsync.bus import MemoryBus
 
 from .._timeouts import LONG
+from ..bus.unreachable_store import UnreachableStore
 from ..transport.pipes import PipeClient, modern
 from .recording import Recorded
 
@@ -69,17 +70,8 @@ def test_the_gauges_count_what_the_server_holds_across_its_connections(recorded:
         server.close()
 
 
-class Unreachable(MemoryStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-
-    def reachable(self) -> bool:
-        return not self.down
-
-
 def test_the_store_gauge_follows_the_shared_store(recorded: Recorded) -> None:
-    store = Unreachable()
+    store = UnreachableStore()
     server = Server("replica", bus=MemoryBus(), store=store, telemetry=recorded.telemetry)
     try:
         assert _gauges(recorded)["mcpsync.server.store.reachable"] == {"replica": 1}

@@ -15,8 +15,10 @@ import pytest
 
 from mcpsync import HttpServing, Server, Service
 from mcpsync.auth import Auth, StaticTokens
-from mcpsync.bus import MemoryBus, MemoryStore
+from mcpsync.bus import MemoryBus
 from mcpsync.transport.http.options import HttpOptions
+
+from ..bus.unreachable_store import UnreachableStore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,19 +105,8 @@ def test_readiness_is_503_once_shutdown_begins_under_any_wsgi_server() -> None:
     assert _wsgi_probe(app, "/livez") == ("200 OK", {"status": "live"})  # alive while it drains
 
 
-class Unreachable(MemoryStore):
-    """A shared store whose answers the test turns off."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-
-    def reachable(self) -> bool:
-        return not self.down
-
-
 def test_readiness_follows_the_shared_store() -> None:
-    store = Unreachable()
+    store = UnreachableStore()
     server = Server("probed", services=[_service()], bus=MemoryBus(), store=store)
     serving = server.start_http("127.0.0.1", 0)
     try:
