@@ -167,7 +167,7 @@ class TaskRunner:
         """A new task's record, kept in the store; the store's refusals as the caller answers them."""
         now = self._clock()
         record = TaskRecord(
-            task_id=secrets.token_urlsafe(18),
+            task_id=new_task_id(),
             form=form,
             tool=tool,
             created_at=now,
@@ -609,3 +609,12 @@ def _in_context_of_now(body: Body) -> Body:
     one), as does whatever else the application keeps there."""
     context = contextvars.copy_context()
     return lambda control: context.run(body, control)
+
+
+def new_task_id() -> str:
+    """144 random bits in URL-safe base64, never beginning with "-": a command line would take such
+    an id for an option (`mcpsync tasks URL ID` failed so, one task in 64)."""
+    while True:
+        task_id = secrets.token_urlsafe(18)
+        if not task_id.startswith("-"):
+            return task_id
