@@ -20,7 +20,7 @@ What it reports:
 - a CLIENT span for every request the client sends, whose context goes into the request's
   `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
 - the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, and the
-  sessions' `mcp.client.session.duration` and `mcp.server.session.duration` (stdio), in seconds;
+  sessions' `mcp.client.session.duration` and `mcp.server.session.duration`, in seconds;
 - an operator's gauges of each server: `mcpsync.server.requests.active`, `.streams.active`,
   `.sessions.active`, `.tasks.active`, and `.store.reachable` with a shared store.
 """

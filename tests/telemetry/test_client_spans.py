@@ -141,3 +141,20 @@ def test_each_side_measures_how_long_the_session_lasted(recorded: Recorded, mode
         [point] = points
         assert unit == "s" and point.count == 1 and point.sum > 0, name
         assert dict(point.attributes) == {"network.transport": "pipe", "mcp.protocol.version": version}, name
+
+
+def test_over_http_the_server_measures_a_handshake_session_from_initialize_to_delete(recorded: Recorded) -> None:
+    server = Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
+    serving = server.start_http("127.0.0.1", 0)
+    try:
+        with mcpsync.connect(serving.url, mode="legacy") as session:  # its close DELETEs the session
+            session.call_tool("echo", {"text": "hi"})
+        with mcpsync.connect(serving.url, mode="modern") as session:  # no session in 2026-07-28
+            session.call_tool("echo", {"text": "hi"})
+    finally:
+        serving.shutdown()
+    unit, points = recorded.histogram("mcp.server.session.duration")
+    [point] = points
+    assert unit == "s" and point.count == 1 and point.sum > 0
+    assert dict(point.attributes) == {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1",
+                                      "mcp.protocol.version": "2025-11-25"}

@@ -100,6 +100,7 @@ class PostPath:
             created = self._directory.reserve(None if principal is None else principal.key)
             if created is None:
                 raise sessions_refused(Creation.FULL, message.id)
+            created.observed = self._engine.session_began(HTTP)  # measured if it is made and ends here
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
             return self._requests.run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
         if message.method in MODERN_ONLY_METHODS and header(environ, "Mcp-Session-Id") is None:  # a bare server/discover

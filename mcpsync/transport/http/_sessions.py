@@ -87,6 +87,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...bus.store import Creation
+from ...engine.observer import SessionObservation
 from ...engine.session import Session
 from ...protocol.sse import event_number
 from ..lifecycle.asks import PendingAsks
@@ -152,6 +153,7 @@ class HttpSession:
         self.events = GetStreamEvents(capacity)  # unsolicited notifications for the GET stream, as `Event`s
         self.asks = PendingAsks(ask_prefix)  # server-to-client requests awaiting the client's answer
         self.inflight: dict[Any, Exchange] = {}  # guarded by the table's lock
+        self.observed: SessionObservation | None = None  # its duration, from an initialize here to its end here (telemetry)
         self.principal_key = principal_key  # who created it (`Principal.key`); only they may use it; fixed
         if principal_key is None:
             self.session.tasks_owner = f"session:{session_id}"  # no token: the session owns its tasks
@@ -497,6 +499,9 @@ def _end(ending: list[tuple[HttpSession, list[Exchange]]], reason: str) -> None:
     """Outside the table's lock: close each session's GET-stream channel and fail its requests and
     asks. An expired or evicted session is idle, so it has no request to cancel."""
     for session, exchanges in ending:
+        observed, session.observed = session.observed, None
+        if observed is not None:
+            observed.end(session.session, None)
         session.events.close()
         for exchange in exchanges:  # each fails its own asks, telling its client on its stream
             exchange.cancel(reason)
