@@ -357,8 +357,18 @@ class ClientSession:
             pass
 
     def notify(self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None) -> None:
-        """Send a notification (no answer); `timeout` bounds the wait for a server slow to read."""
-        self._connection.send(jsonrpc.notification_frame(method, params), timeout)
+        """Send a notification (no answer); `timeout` bounds the wait for a server slow to read.
+        Traced, its span covers the sending and its context goes in `_meta`."""
+        if self._observer is None:
+            self._connection.send(jsonrpc.notification_frame(method, params), timeout)
+            return
+        watch, params = self._observer.begin(method, None, params, self._connection, self.protocol_version)
+        try:
+            self._connection.send(jsonrpc.notification_frame(method, params), timeout)
+        except BaseException as exc:
+            watch.end(None, exc)
+            raise
+        watch.end(None, None)
 
     def notify_roots_changed(self) -> None:
         """Tell a handshake-era server that the roots changed, so it asks `roots/list` again. (A

@@ -17,7 +17,7 @@ What it reports:
   by the 2026-07-28 revision), and the context current when it began (an HTTP server span, say)
   is linked to it. While a tool runs its span is the current one, so the tool's own spans are its
   children;
-- a CLIENT span for every request the client sends, whose context goes into the request's
+- a CLIENT span for every request and notification the client sends, whose context goes into its
   `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
 - the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, and the
   sessions' `mcp.client.session.duration` and `mcp.server.session.duration`, in seconds;

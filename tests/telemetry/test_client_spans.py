@@ -158,3 +158,13 @@ def test_over_http_the_server_measures_a_handshake_session_from_initialize_to_de
     assert unit == "s" and point.count == 1 and point.sum > 0
     assert dict(point.attributes) == {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1",
                                       "mcp.protocol.version": "2025-11-25"}
+
+
+def test_a_notification_the_client_sends_is_a_client_span_the_server_continues(recorded: Recorded) -> None:
+    server = Server("traced", services=[traced_service(recorded)], telemetry=recorded.telemetry)
+    with mcpsync.connect(server, mode="legacy", telemetry=recorded.telemetry) as session:  # sends notifications/initialized
+        session.call_tool("echo", {"text": "after"})  # read after the notification: its server span has ended
+    spans = _spans(recorded, "notifications/initialized")
+    sent, received = spans[SpanKind.CLIENT], spans[SpanKind.SERVER]
+    assert "jsonrpc.request.id" not in sent.attributes  # type: ignore[attr-defined]
+    assert received.parent is not None and received.parent.span_id == sent.context.span_id  # type: ignore[attr-defined]
