@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -102,6 +103,24 @@ def test_a_slow_tool_without_a_context_does_not_hold_the_other_clients(endpoint:
         tools.release.set()
         caller.join(LONG)
     assert held == [LOOP_THREAD]
+
+
+def test_a_client_that_stops_reading_its_answer_does_not_hold_the_other_clients(endpoint: Endpoint) -> None:
+    """Its answer, made on the loop thread, is far larger than the socket buffers: the thread
+    writing it waits for room that never comes, and the other clients are served meanwhile."""
+    params = {"name": "big", "arguments": {"size": 32 << 20}, "_meta": ENVELOPE}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{endpoint.port}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\n"
+            f"Mcp-Name: big\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=LONG) as silent:
+        silent.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        silent.sendall(head + body)
+        first = silent.recv(1)  # the answer has begun: the loop thread is writing it
+        assert first == b"H"
+        for _ in range(3):
+            assert endpoint.call("where").startswith("mcpsync-http-")
+        assert endpoint.call("where_with_context").startswith("mcpsync-http-worker")
 
 
 def test_a_handshake_call_runs_on_the_loop_only_while_its_shared_session_needs_no_store(tools: ThreadTools) -> None:

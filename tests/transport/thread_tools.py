@@ -16,7 +16,8 @@ from .._timeouts import LONG
 
 class ThreadTools:
     """`where` and `where_with_context` answer their thread's name; `hold` and
-    `hold_with_context` set `holding`, then wait for `release` (at most LONG) and answer theirs."""
+    `hold_with_context` set `holding`, then wait for `release` (at most LONG) and answer theirs;
+    `big` answers as many characters as it is asked for."""
 
     def __init__(self) -> None:
         self.holding = threading.Event()
@@ -46,6 +47,12 @@ class ThreadTools:
             self.holding.set()
             self.release.wait(LONG)
             return threading.current_thread().name
+
+        @service.tool
+        def big(size: int) -> str:
+            """Takes no Context and answers `size` characters: a client that does not read them
+            leaves the thread writing the answer waiting for room."""
+            return "x" * size
 
         self.service = service
 
