@@ -108,8 +108,8 @@ class LoopBaton:
     """Which thread runs a loop: the one whose number is `epoch`. The home thread (the caller of
     the loop's `serve`) holds epoch 0 at first; `lend()` moves the loop to a new epoch for a worker;
     `borrow()` runs it on the worker and gives it back, `take_back()` waits for it at home, each
-    return under a fresh epoch; `end()` says the loop is over
-    for good, so a thread waiting to take it back stops waiting.
+    return under a fresh epoch; `end()` says the loop is over for good, so a thread waiting to take
+    it back stops waiting.
 
     A loop runs `while baton.epoch == my_epoch`, and a borrowed one also returns when
     `home_waiting`; the thread left behind by a hand-over calls `take_back()` when its turn ends."""

@@ -11,12 +11,12 @@ exporters and sampler record what it reports is the application's choice, made t
 
 What it reports:
 
-- a SERVER span for every request the server runs (and every notification it receives), named `{mcp.method.name} {target}` (the tool's
-  or prompt's name), with the conventions' attributes; its parent is the trace context the client
-  put in the request's `params._meta` (`traceparent`, `tracestate`, `baggage`, reserved for this
-  by the 2026-07-28 revision), and the context current when it began (an HTTP server span, say)
-  is linked to it. While a tool runs its span is the current one, so the tool's own spans are its
-  children;
+- a SERVER span for every request the server runs (and every notification it receives), named
+  `{mcp.method.name} {target}` (the tool's or prompt's name), with the conventions' attributes;
+  its parent is the trace context the client put in the request's `params._meta` (`traceparent`,
+  `tracestate`, `baggage`, reserved for this by the 2026-07-28 revision), and the context current
+  when it began (an HTTP server span, say) is linked to it. While a tool runs its span is the
+  current one, so the tool's own spans are its children;
 - a CLIENT span for every request and notification the client sends, whose context goes into its
   `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
 - the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, and the

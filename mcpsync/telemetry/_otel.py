@@ -46,6 +46,10 @@ METRIC_KEYS = frozenset(
 )
 """The span attributes a duration is recorded with: none that grows without bound (no ids, no URI)."""
 TOOL_ERROR = "tool_error"
+OVER_HTTP = {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1"}
+"""The network attributes of a message over mcpsync's HTTP (its server and its client speak HTTP/1.1)."""
+OVER_PIPE = {"network.transport": "pipe"}
+"""The network attributes of a message over stdio."""
 
 
 class Gauges:
@@ -89,7 +93,8 @@ def _reachable(server: Any) -> int | None:
 
 
 class Instruments:
-    """The tracer and the two operation histograms, from the given providers or the global ones."""
+    """The tracer, the four duration histograms and the gauges, from the given providers or the
+    global ones."""
 
     def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
         self.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
@@ -106,11 +111,11 @@ class Instruments:
             "mcp.server.session.duration", unit="s", description="How long an MCP session lasted, as the server saw it",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        self.gauges = Gauges(meter)
         self.client_session = meter.create_histogram(
             "mcp.client.session.duration", unit="s", description="How long an MCP session lasted, as the client saw it",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
+        self.gauges = Gauges(meter)
 
 
 def request_attributes(method: str, request_id: Any, params: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
@@ -268,9 +273,7 @@ class _ServerSession(_Session):
 
 
 def _transport_attributes(transport: str) -> dict[str, str]:
-    if transport == "http":
-        return {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1"}
-    return {"network.transport": "pipe"}
+    return dict(OVER_HTTP if transport == "http" else OVER_PIPE)
 
 
 def _protocol_version(params: dict[str, Any], session: Session) -> str | None:
@@ -298,8 +301,8 @@ class _ClientRequest(_Watched):
 
 
 class ClientObserver:
-    """A CLIENT span and a duration for each request a client session sends; the span's context
-    goes into the request's `_meta`."""
+    """A CLIENT span and a duration for each request and notification a client session sends, whose
+    context goes into its `_meta`; and the session's own duration."""
 
     def __init__(self, instruments: Callable[[], Instruments]) -> None:
         self._instruments = instruments
@@ -341,9 +344,9 @@ def _peer_attributes(connection: Any) -> dict[str, Any]:
     """Where the client's requests go: a URL's host and port over TCP, or a pipe."""
     url = getattr(connection, "url", None)
     if not isinstance(url, str):
-        return {"network.transport": "pipe"}
+        return dict(OVER_PIPE)
     parts = urlsplit(url)
-    attributes: dict[str, Any] = {"network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1"}
+    attributes: dict[str, Any] = dict(OVER_HTTP)
     if parts.hostname:
         attributes["server.address"] = parts.hostname
         attributes["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)

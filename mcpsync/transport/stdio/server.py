@@ -346,12 +346,13 @@ class StdioServer:
         message = jsonrpc.decode(frame)
         if isinstance(message, Notification):
             self._engine.notified(message, self._session, STDIO)
-        if isinstance(message, Notification) and message.method == "notifications/cancelled":
-            self._cancel(message.params.get("requestId"))
+            if message.method == "notifications/cancelled":
+                self._cancel(message.params.get("requestId"))
+                return
         elif isinstance(message, Response):  # a tool may be waiting for it: never queue it
             self._asks.route(message)
-        else:
-            self._pending.append(message)
+            return
+        self._pending.append(message)
 
     def _dispatch(self, message: Message) -> None:
         if isinstance(message, Request):
