@@ -45,7 +45,6 @@ class Session(Protocol):
 
     def _take_pending(self, request_id: Any) -> PendingCall | None: ...
 
-    def _send_request(self, request_id: Any, method: str, params: dict[str, Any] | None, progress_token: Any, timeout: float | None = None) -> None: ...
 
     def _cancel_on_wire(self, request_id: Any, reason: str, timeout: float | None = None) -> None: ...
 
@@ -81,11 +80,11 @@ class Listening:
         if uris:
             filter_["resourceSubscriptions"] = list(uris)
         listener = Listener(request_id, lambda: self._stop_modern(request_id), queue_events=queue_events)
-        pending = session._register(request_id, "subscriptions/listen", None)
+        pending = session._register(request_id, "subscriptions/listen", {"notifications": filter_})
         with self._lock:
             self._listeners[request_id] = listener
         try:
-            session._send_request(request_id, "subscriptions/listen", {"notifications": filter_}, None)
+            pending.send()  # with the params _register gave it (a traced listen's context in _meta)
             if not listener._wait_ack(timeout, pending):
                 session._cancel_on_wire(request_id, "no acknowledgement")
                 raise CallTimeout(f"subscriptions/listen was not acknowledged within {timeout} s")

@@ -87,9 +87,18 @@ class PendingCall(OneShot):
         return super().settle(result, error)
 
     def _before_wake(self, result: Any, error: BaseException | None) -> None:
-        if self.watch is not None:
+        self._end_watch(result, error)
+
+    def forget_watch(self) -> None:
+        """The caller gave the call up without an outcome (a listener it closed): its span ends
+        now, as a call that went well, and not again."""
+        self._end_watch(None, None)
+
+    def _end_watch(self, result: Any, error: BaseException | None) -> None:
+        watch, self.watch = self.watch, None
+        if watch is not None:
             try:
-                self.watch.end(result, error)
+                watch.end(result, error)
             except Exception:
                 log.exception("ending the span of %s failed", self.method)
 

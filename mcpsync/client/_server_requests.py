@@ -77,24 +77,35 @@ def declared(options: Callbacks) -> tuple[dict[str, Handler], dict[str, Any]]:
     return handlers, capabilities
 
 
+class Served(Protocol):
+    """The telemetry's watch over one server request the client answers (`mcpsync.telemetry`):
+    current on the thread that answers it until `leave()`, ended once with the answer."""
+
+    def leave(self) -> None: ...
+
+    def end(self, result: Any, error: BaseException | None) -> None: ...
+
+
 class ServerRequests:
     """Answers the server's requests with `handlers` (by method) over `connection` (its `send`);
-    `ping` at once, a method without a handler -32601 at once, the rest on the pool."""
+    `ping` at once, a method without a handler -32601 at once, the rest on the pool. `watch`,
+    when the session is traced, begins the watch of each request on the thread that answers it."""
 
-    def __init__(self, handlers: Mapping[str, Handler], connection: Any) -> None:
+    def __init__(self, handlers: Mapping[str, Handler], connection: Any, watch: Callable[[Request], Served] | None = None) -> None:
         self._handlers = handlers
         self._connection = connection
+        self._watch = watch
         self._pool = WorkerPool("mcpsync-client-callback", workers=MAX_CALLBACKS, backlog=CALLBACK_BACKLOG)
         self._closed = False
 
     def handle(self, request: Request) -> None:
         """Called on the connection's reader: never waits for a callback."""
         if request.method == "ping":
-            self._answer(request.id, {})
+            self._settle(request, self._watched(request), {}, None)
             return
         handler = self._handlers.get(request.method)
         if handler is None:
-            self._answer_error(request.id, jsonrpc.method_not_found(request.method))
+            self._settle(request, self._watched(request), None, jsonrpc.method_not_found(request.method))
             return
         if self._pool.submit(lambda: self._run(handler, request)) or self._closed:
             return  # (a closed session has nobody to answer)
@@ -113,13 +124,29 @@ class ServerRequests:
             log.warning("%d client callback(s) still running after the session closed", len(survivors))
 
     def _run(self, handler: Handler, request: Request) -> None:
+        watched = self._watched(request)
         try:
-            self._answer(request.id, handler(request.params))
+            result, error = handler(request.params), None
         except McpError as exc:
-            self._answer_error(request.id, exc)
+            result, error = None, exc
         except Exception as exc:
             log.exception("the %s callback failed", request.method)
-            self._answer_error(request.id, McpError(ErrorCode.INTERNAL_ERROR, f"client callback failed: {type(exc).__name__}"))
+            result, error = None, McpError(ErrorCode.INTERNAL_ERROR, f"client callback failed: {type(exc).__name__}")
+        self._settle(request, watched, result, error)
+
+    def _watched(self, request: Request) -> Served | None:
+        return self._watch(request) if self._watch is not None else None
+
+    def _settle(self, request: Request, watched: Served | None, result: dict[str, Any] | None, error: McpError | None) -> None:
+        """Answer the request, then end its watch."""
+        if error is None:
+            assert result is not None
+            self._answer(request.id, result)
+        else:
+            self._answer_error(request.id, error)
+        if watched is not None:
+            watched.leave()
+            watched.end(result, error)
 
     def _answer(self, request_id: Any, result: dict[str, Any]) -> None:
         self._send(jsonrpc.result_frame(request_id, result))

@@ -58,7 +58,7 @@ from ._negotiation import PROBE_TIMEOUT as PROBE_TIMEOUT
 from ._negotiation import discover, initialize, version_to_retry
 from ._pending import PendingCall as PendingCall
 from ._pending import Progress, SessionWatch
-from ._server_requests import ServerRequests, declared
+from ._server_requests import Served, ServerRequests, declared
 from ._tool_headers import ToolHeaders
 from .listen import Listener
 from .options import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
@@ -168,10 +168,11 @@ class ClientSession:
         self._lost: Exception | None = None
         self._closed = False
         self._ending = threading.Event()  # set by close() and a lost connection: ends waits at once
-        self._asked = ServerRequests(self._handlers, self._connection)  # answers the server's requests
+        self._observer = chosen.telemetry.client_observer() if chosen.telemetry is not None else None
+        watch = self._watch_served if self._observer is not None else None
+        self._asked = ServerRequests(self._handlers, self._connection, watch)  # answers the server's requests
         self._tool_headers = ToolHeaders(connection, self._lock)  # what the last list_tools() said of the tools' headers
         self._task_support: dict[str, str] | None = None  # each tool's execution.taskSupport, from the last list_tools()
-        self._observer = chosen.telemetry.client_observer() if chosen.telemetry is not None else None
         self._session_watch: SessionWatch | None = None  # the session's duration, from open() to close()
 
         self.era: Era | None = None
@@ -313,8 +314,12 @@ class ClientSession:
         return pending
 
     def _take_pending(self, request_id: Any) -> PendingCall | None:
-        """Forget a call without ending it (a closed listener: a late answer is dropped)."""
-        return self._calls.take(request_id)
+        """Forget a call without settling it (a closed listener: a late answer is dropped); its
+        span, if traced, ends here, as the caller's part in it does."""
+        pending = self._calls.take(request_id)
+        if pending is not None:
+            pending.forget_watch()
+        return pending
 
     def _unregister(self, pending: PendingCall) -> None:
         self._calls.remove(pending)
@@ -551,7 +556,24 @@ class ClientSession:
         elif isinstance(message, Request):
             self._on_server_request(message)
 
+    def _watch_served(self, message: Request | Notification) -> Served:
+        """The SERVER span of a message the server sent (traced sessions only)."""
+        assert self._observer is not None
+        request_id = message.id if isinstance(message, Request) else None
+        return self._observer.serving(message.method, request_id, message.params, self._connection, self.protocol_version)
+
     def _on_notification(self, notification: Notification) -> None:
+        if self._observer is None:
+            self._deliver_notification(notification)
+            return
+        watched = self._watch_served(notification)
+        try:
+            self._deliver_notification(notification)
+        finally:
+            watched.leave()
+            watched.end(None, None)
+
+    def _deliver_notification(self, notification: Notification) -> None:
         method, params = notification.method, notification.params
         if method == "notifications/progress":
             pending = self._calls.with_token(params.get("progressToken"))

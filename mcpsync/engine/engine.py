@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..auth.resource.principal import Principal
@@ -275,12 +276,14 @@ class Engine:
             return self._execute_guarded(request, session, exchange, transport, header_check, principal)
         observation = observer.begin(request, session, transport)
         try:
-            outcome = self._execute_guarded(request, session, exchange, transport, header_check, principal)
+            outcome = self._execute_guarded(request, session, observation.exchange(exchange), transport, header_check, principal)
         finally:
             observation.leave()
         if isinstance(outcome, Deferred):
             return _observed_later(outcome, observation)
         observation.end(outcome)
+        if isinstance(outcome, Subscribed):  # what the listen is told later stays in its trace
+            return replace(outcome, stamp=observation.stamp)
         return outcome
 
     def _execute_guarded(

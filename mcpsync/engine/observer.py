@@ -4,6 +4,10 @@
 Why a protocol here: the engine must not import OpenTelemetry (an optional extra), nor know what
 watches it; it calls `begin` and the two ends, and an engine without an observer pays one attribute
 read per request.
+
+What the server sends on behalf of a request is watched too (the conventions' CLIENT spans of a
+server that initiates): its notifications and its requests to the client go through the exchange
+`Observation.exchange` gives, and the notifications a listen is told later carry `Observation.stamp`.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from typing import Protocol
 
 from ..protocol.jsonrpc import Notification, Request
 from .interceptors import TransportInfo
-from .outcome import Outcome
+from .outcome import Outcome, Stamp
+from .seams import Exchange
 from .session import Session
 
 
@@ -23,6 +28,17 @@ class Observation(Protocol):
     def leave(self) -> None: ...
 
     def end(self, outcome: Outcome) -> None: ...
+
+    def exchange(self, exchange: Exchange) -> Exchange:
+        """`exchange` with what the request sends the client through it (notifications, requests)
+        watched as the request's children."""
+        ...
+
+    @property
+    def stamp(self) -> Stamp:
+        """What a notification sent later on behalf of this request (a listen's) carries in its
+        `_meta`: watched as the request's child when it is sent."""
+        ...
 
 
 class SessionObservation(Protocol):

@@ -28,12 +28,19 @@ class Failure:
     error: McpError
 
 
+Stamp = Callable[[str, dict[str, Any]], dict[str, str]]
+"""Given a notification's method and params as it is sent, the keys its `_meta` gets (the trace
+context of a watched listen: `engine.observer`); {} when there is nothing to add."""
+
+
 @dataclass(frozen=True, slots=True)
 class Subscribed:
-    """An accepted `subscriptions/listen`: the transport writes the ack and owns the subscription."""
+    """An accepted `subscriptions/listen`: the transport writes the ack and owns the subscription.
+    `stamp`: what each notification told to it carries (a traced listen's context), or None."""
 
     request_id: Any
     accepted: dict[str, Any]
+    stamp: Stamp | None = None
 
 
 @dataclass(frozen=True, slots=True)

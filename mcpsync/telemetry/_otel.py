@@ -13,6 +13,7 @@ Nothing here may fail a request: a malformed `traceparent` is ignored, as the W3
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import threading
 import time
@@ -26,8 +27,10 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from .._version import __version__
+from ..catalog.context import AskClient, CancelSignal, Notify
 from ..engine.interceptors import TransportInfo
 from ..engine.outcome import Failure, NoResponse, Outcome, Success
+from ..engine.seams import Exchange
 from ..engine.session import Session
 from ..protocol.jsonrpc import McpError, Notification, Request
 from ..protocol.versions import LATEST_MODERN_VERSION, META_PROTOCOL_VERSION, Era
@@ -50,6 +53,8 @@ OVER_HTTP = {"network.transport": "tcp", "network.protocol.name": "http", "netwo
 """The network attributes of a message over mcpsync's HTTP (its server and its client speak HTTP/1.1)."""
 OVER_PIPE = {"network.transport": "pipe"}
 """The network attributes of a message over stdio."""
+PEER_KEYS = frozenset({*OVER_HTTP, "mcp.protocol.version", "mcp.session.id"})
+"""A served request's attributes that what the server sends on its behalf shares."""
 
 
 class Gauges:
@@ -189,8 +194,63 @@ class _Watched:
         self._histogram.record(time.perf_counter() - self._started, {**measured, **errors})
 
 
-class _ServerRequest(_Watched):
+class _Exchanged(_Watched):
+    """A message that ends with a result or an error: a request sent and answered (or a
+    notification sent), or a server's request a client answered."""
+
     __slots__ = ()
+
+    def end(self, result: Any, error: BaseException | None) -> None:
+        if isinstance(error, McpError):
+            self._finish(_error_attributes(error), error.message)
+        elif error is not None:
+            self._finish({"error.type": type(error).__qualname__}, str(error))
+        elif _is_tool_error(self._method, result):
+            self._finish({"error.type": TOOL_ERROR}, None)
+        else:
+            self._finish({}, None)
+
+    def settled(self, future: concurrent.futures.Future[Any]) -> None:
+        """`end` with a future's outcome (a request sent to the client, as its answer comes)."""
+        if future.cancelled():
+            self._finish({"error.type": "cancelled"}, "given up before the answer came")
+            return
+        error = future.exception()
+        self.end(None if error is not None else future.result(), error)
+
+
+def _outgoing(
+    made: Instruments, method: str, request_id: Any, params: dict[str, Any] | None, peer: dict[str, Any], parent: otel_context.Context | None
+) -> tuple[_Exchanged, dict[str, Any] | None]:
+    """The CLIENT span of a message sent (by a client, or by a server that initiates: the
+    conventions' one kind for both), a child of `parent` (None: the current context); and the
+    params to send, a copy with its context in `_meta` (the same params when nothing records it)."""
+    name, attributes = request_attributes(method, request_id, params)
+    attributes.update(peer)
+    span = made.tracer.start_span(
+        name, context=parent, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False, set_status_on_exception=False
+    )
+    watch = _Exchanged(span, None, made.client_duration, attributes, method)
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    if not carrier:  # nothing to carry (no SDK, or not sampled): the params go as they are
+        return watch, params
+    meta = params.get("_meta") if params else None
+    return watch, {**(params or {}), "_meta": {**meta, **carrier} if isinstance(meta, dict) else carrier}
+
+
+class _ServerRequest(_Watched):
+    """A request the server runs; what it sends the client meanwhile (through `exchange`) and a
+    listen's later notifications (`stamp`) are CLIENT spans, its children."""
+
+    __slots__ = ("_made", "_peer")
+
+    def __init__(
+        self, made: Instruments, span: trace.Span, token: contextvars.Token[otel_context.Context] | None, attributes: dict[str, Any], method: str
+    ) -> None:
+        super().__init__(span, token, made.server_duration, attributes, method)
+        self._made = made
+        self._peer = {key: value for key, value in attributes.items() if key in PEER_KEYS}
 
     def end(self, outcome: Outcome) -> None:
         if isinstance(outcome, Failure):
@@ -199,6 +259,79 @@ class _ServerRequest(_Watched):
             self._finish({"error.type": TOOL_ERROR}, None)
         else:
             self._finish({}, None)
+
+    def exchange(self, exchange: Exchange) -> Exchange:
+        return _TracedExchange(exchange, self)
+
+    @property
+    def stamp(self) -> Callable[[str, dict[str, Any]], dict[str, str]]:
+        return self.sent_notification
+
+    def sent_notification(self, method: str, params: dict[str, Any]) -> dict[str, str]:
+        """A notification sent on behalf of this request: its span, begun and ended now; the
+        `_meta` keys that carry its context."""
+        watch, sent = _outgoing(self._made, method, None, params, self._peer, trace.set_span_in_context(self._span))
+        watch.end(None, None)
+        meta = sent.get("_meta") if sent is not params and sent else None
+        return {key: meta[key] for key in TRACE_KEYS if key in meta} if meta else {}
+
+    def asking(self, method: str, params: dict[str, Any]) -> tuple[_Exchanged, dict[str, Any]]:
+        """A request to the client on behalf of this one: its watch (ended as the answer comes)
+        and the params to send."""
+        watch, sent = _outgoing(self._made, method, None, params, self._peer, trace.set_span_in_context(self._span))
+        return watch, sent if sent is not None else params
+
+
+class _TracedExchange:
+    """A request's exchange whose notifications and requests to the client are traced (the
+    engine's `Exchange`, the rest passed through)."""
+
+    __slots__ = ("_exchange", "_request")
+
+    def __init__(self, exchange: Exchange, request: _ServerRequest) -> None:
+        self._exchange = exchange
+        self._request = request
+
+    @property
+    def cancel_event(self) -> CancelSignal:
+        return self._exchange.cancel_event
+
+    @property
+    def on_cancel(self) -> Callable[[Callable[[], None]], None] | None:
+        return self._exchange.on_cancel
+
+    @property
+    def release_stream(self) -> Callable[[], bool] | None:
+        return self._exchange.release_stream
+
+    @property
+    def notify(self) -> Notify:
+        notify, request = self._exchange.notify, self._request
+
+        def traced(method: str, params: dict[str, Any]) -> None:
+            carried = request.sent_notification(method, params)
+            given = params.get("_meta")
+            notify(method, {**params, "_meta": {**given, **carried} if isinstance(given, dict) else carried} if carried else params)
+
+        return traced
+
+    @property
+    def ask(self) -> AskClient | None:
+        ask, request = self._exchange.ask, self._request
+        if ask is None:
+            return None
+
+        def traced(method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
+            watch, sent = request.asking(method, params)
+            try:
+                future = ask(method, sent)
+            except BaseException as exc:
+                watch.end(None, exc)
+                raise
+            future.add_done_callback(watch.settled)
+            return future
+
+        return traced
 
 
 class ServerObserver:
@@ -211,13 +344,13 @@ class ServerObserver:
         made = self._instruments()
         span, parent, attributes = self._start(made, request.method, request.id, request.params, session, transport)
         token = otel_context.attach(trace.set_span_in_context(span, parent))
-        return _ServerRequest(span, token, made.server_duration, attributes, request.method)
+        return _ServerRequest(made, span, token, attributes, request.method)
 
     def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
         """A notification's span begins and ends as the transport takes it (nothing answers it)."""
         made = self._instruments()
         span, _, attributes = self._start(made, notification.method, None, notification.params, session, transport)
-        _ServerRequest(span, None, made.server_duration, attributes, notification.method).end(NoResponse("a notification"))
+        _ServerRequest(made, span, None, attributes, notification.method).end(NoResponse("a notification"))
 
     def session_began(self, transport: TransportInfo) -> _ServerSession:
         return _ServerSession(self._instruments().server_session, _transport_attributes(transport.name))
@@ -286,20 +419,6 @@ def _protocol_version(params: dict[str, Any], session: Session) -> str | None:
     return asked if isinstance(asked, str) else None
 
 
-class _ClientRequest(_Watched):
-    __slots__ = ()
-
-    def end(self, result: Any, error: BaseException | None) -> None:
-        if isinstance(error, McpError):
-            self._finish(_error_attributes(error), error.message)
-        elif error is not None:
-            self._finish({"error.type": type(error).__qualname__}, str(error))
-        elif _is_tool_error(self._method, result):
-            self._finish({"error.type": TOOL_ERROR}, None)
-        else:
-            self._finish({}, None)
-
-
 class ClientObserver:
     """A CLIENT span and a duration for each request and notification a client session sends, whose
     context goes into its `_meta`; and the session's own duration."""
@@ -314,23 +433,27 @@ class ClientObserver:
 
     def begin(
         self, method: str, request_id: Any, params: dict[str, Any] | None, connection: Any, protocol_version: str | None
-    ) -> tuple[_ClientRequest, dict[str, Any] | None]:
+    ) -> tuple[_Exchanged, dict[str, Any] | None]:
         """The call's watch, and the params to send (a copy, with the trace context in `_meta`)."""
+        peer = _peer_attributes(connection)
+        if protocol_version is not None:
+            peer["mcp.protocol.version"] = protocol_version
+        return _outgoing(self._instruments(), method, request_id, params, peer, None)
+
+    def serving(self, method: str, request_id: Any, params: dict[str, Any], connection: Any, protocol_version: str | None) -> _Exchanged:
+        """A request or notification the server sent this client: its SERVER span (the server's
+        context in `_meta` its parent), current on this thread until `leave()`, ended by `end`."""
         made = self._instruments()
         name, attributes = request_attributes(method, request_id, params)
         attributes.update(_peer_attributes(connection))
         if protocol_version is not None:
             attributes["mcp.protocol.version"] = protocol_version
+        parent = _remote_parent(params)
         span = made.tracer.start_span(
-            name, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False, set_status_on_exception=False
+            name, context=parent, kind=SpanKind.SERVER, attributes=attributes, record_exception=False, set_status_on_exception=False
         )
-        watch = _ClientRequest(span, None, made.client_duration, attributes, method)
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
-        if not carrier:  # nothing to carry (no SDK, or not sampled): the params go as they are
-            return watch, params
-        meta = params.get("_meta") if params else None
-        return watch, {**(params or {}), "_meta": {**meta, **carrier} if isinstance(meta, dict) else carrier}
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        return _Exchanged(span, token, made.server_duration, attributes, method)
 
 
 class _ClientSession(_Session):

@@ -64,7 +64,7 @@ class Listens:
             elif state.streams >= state.max_streams:
                 refusal = McpError(ErrorCode.INTERNAL_ERROR, "Subscription limit reached: too many open streams")
             else:
-                self._open[exchange] = Subscription(outcome.request_id, outcome.accepted, principal)
+                self._open[exchange] = Subscription(outcome.request_id, outcome.accepted, principal, outcome.stamp)
                 state.streams += 1
                 exchange.subscribe(ack)
                 return
@@ -121,7 +121,7 @@ class Listens:
     def _send_tagged(self, exchange: Exchange, subscription: Subscription, method: str, params: dict[str, Any]) -> None:
         """Under the lock: one tagged notification onto a listen's stream, or drop the listen if
         its client does not keep up (its stream ends; the client listens again and re-lists)."""
-        if not exchange.channel.put(tagged_frame(method, subscription.id, params)):
+        if not exchange.channel.put(tagged_frame(method, subscription, params)):
             log.warning("dropping listen %r: its client does not keep up", subscription.id)
             del self._open[exchange]
             self._state.streams -= 1

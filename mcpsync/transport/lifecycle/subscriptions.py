@@ -25,6 +25,7 @@ from ...protocol.versions import META_SERVER_INFO, META_SUBSCRIPTION_ID
 
 if TYPE_CHECKING:
     from ...auth.resource.principal import Principal
+    from ...engine.outcome import Stamp
 
 LOCAL, REMOTE, RESYNC = "local", "remote", "resync"
 """Where a change comes from, as the transports' `publish_*` methods are told: made in this process
@@ -37,9 +38,13 @@ DEFAULT_SUBSCRIPTION_CAP = 1024
 KIND_FLAGS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
 
 
-def tagged_frame(method: str, subscription_id: Any, params: dict[str, Any]) -> bytes:
-    """A notification for one subscription, tagged with its listen id (never an upstream's tag)."""
-    return jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": {META_SUBSCRIPTION_ID: subscription_id}}))
+def tagged_frame(method: str, subscription: Subscription, params: dict[str, Any]) -> bytes:
+    """A notification for one subscription, tagged with its listen id (never an upstream's tag),
+    and with the listen's trace context when it is traced."""
+    meta = {META_SUBSCRIPTION_ID: subscription.id}
+    if subscription.stamp is not None:
+        meta.update(subscription.stamp(method, params))
+    return jsonrpc.encode(jsonrpc.notification_frame(method, {**params, "_meta": meta}))
 
 
 def complete_frame(subscription_id: Any, server_info: dict[str, Any]) -> bytes:
@@ -91,6 +96,9 @@ class Subscription:
     """Whose token opened the listen (HTTP with `Auth`): it decides which resource updates the
     listen is told (`may_be_told`). The listen is both the subscription and the stream, and it
     ends when that token expires, so no other token can be the one that counts."""
+    stamp: Stamp | None = None
+    """What each notification told to it carries in `_meta` (`Subscribed.stamp`: a traced listen's
+    context), or None."""
 
     def wants_kind(self, kind: str) -> bool:
         return self.accepted.get(KIND_FLAGS[kind]) is True

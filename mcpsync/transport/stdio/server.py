@@ -478,20 +478,20 @@ class StdioServer:
         )
         with self._output.lock:
             if self._end_locked(request.id, exchange):
-                self._register_listen(request.id, outcome.accepted, ack, exchange.cancelled_by_client)
+                self._register_listen(Subscription(request.id, outcome.accepted, stamp=outcome.stamp), ack, exchange.cancelled_by_client)
         exchange.finish()
 
-    def _register_listen(self, listen_id: Any, accepted: dict[str, Any], ack: bytes, cancelled: bool) -> None:
+    def _register_listen(self, subscription: Subscription, ack: bytes, cancelled: bool) -> None:
         """Under the output lock: register and acknowledge, or answer at once if that is impossible."""
         if cancelled:
             return
         if self._closing:  # never leave a listen registered during shutdown
-            self._output.write_locked(self._listen_complete_frame(listen_id))
+            self._output.write_locked(self._listen_complete_frame(subscription.id))
             return
         try:
-            self._subscriptions.add(Subscription(listen_id, accepted))
+            self._subscriptions.add(subscription)
         except McpError as exc:
-            self._output.write_locked(jsonrpc.encode(jsonrpc.error_frame(listen_id, exc)))
+            self._output.write_locked(jsonrpc.encode(jsonrpc.error_frame(subscription.id, exc)))
             return
         if self._output.write_locked(ack):
             self._session.commit_era(Era.MODERN)
@@ -522,7 +522,7 @@ class StdioServer:
                 if self._session.initialized:
                     self._output.write_locked(plain)
                 for subscription in self._subscriptions.for_kind(kind):
-                    self._output.write_locked(tagged_frame(method, subscription.id, {}))
+                    self._output.write_locked(tagged_frame(method, subscription, {}))
 
     def publish_resource_updated(self, uri: str, origin: str = "local") -> None:
         """Tell this connection's client that a resource it subscribed to (or one under it) changed."""
@@ -535,7 +535,7 @@ class StdioServer:
             if self._session.initialized and handshake_wants:
                 self._output.write_locked(plain)
             for subscription in self._subscriptions.for_uri(uri):
-                self._output.write_locked(tagged_frame(method, subscription.id, params))
+                self._output.write_locked(tagged_frame(method, subscription, params))
 
     def publish_task_status(self, task_id: str, params: dict[str, Any], origin: str = "local") -> None:
         """Tell this connection's listens that asked for the task (`notifications/tasks`)."""
@@ -543,7 +543,7 @@ class StdioServer:
             return  # shutting down with the client not reading: a notification is dropped
         with self._output.lock:
             for subscription in self._subscriptions.for_task(task_id):
-                self._output.write_locked(tagged_frame(TASK_STATUS, subscription.id, params))
+                self._output.write_locked(tagged_frame(TASK_STATUS, subscription, params))
 
     # -- stopping --------------------------------------------------------------------------------
     def _refuse_held_back(self) -> None:
