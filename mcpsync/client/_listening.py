@@ -45,7 +45,6 @@ class Session(Protocol):
 
     def _take_pending(self, request_id: Any) -> PendingCall | None: ...
 
-
     def _cancel_on_wire(self, request_id: Any, reason: str, timeout: float | None = None) -> None: ...
 
 
