@@ -198,7 +198,8 @@ class Server:
 
     def load(self) -> Load:
         """What this server holds now, over all its transports: requests in flight, open streams
-        (listens, GET streams), handshake-era sessions, and its tasks; an operator's gauges read it."""
+        (listens, GET streams), handshake-era sessions, its tasks, and the request workers taken
+        (of how many); an operator's gauges read it."""
         total = Load(tasks=self.engine.tasks.active)
         for transport in self._live_transports():
             total += transport.load()

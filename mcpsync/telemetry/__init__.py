@@ -19,10 +19,14 @@ What it reports:
   current one, so the tool's own spans are its children;
 - a CLIENT span for every request and notification the client sends, whose context goes into its
   `params._meta`; so a call through a gateway is one trace, client → gateway → upstream;
+- a CLIENT span for what the server sends on behalf of a request (its notifications, its questions
+  to the client, what a listen is told), the request's child, and a SERVER span for each on the
+  client that answers or hears it;
 - the histograms `mcp.server.operation.duration` and `mcp.client.operation.duration`, and the
   sessions' `mcp.client.session.duration` and `mcp.server.session.duration`, in seconds;
 - an operator's gauges of each server: `mcpsync.server.requests.active`, `.streams.active`,
-  `.sessions.active`, `.tasks.active`, and `.store.reachable` with a shared store.
+  `.sessions.active`, `.tasks.active`, `.workers.busy` and `.workers.max` (saturated when equal),
+  and `.store.reachable` with a shared store.
 """
 
 from __future__ import annotations

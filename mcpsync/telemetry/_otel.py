@@ -34,6 +34,7 @@ from ..engine.seams import Exchange
 from ..engine.session import Session
 from ..protocol.jsonrpc import McpError, Notification, Request
 from ..protocol.versions import LATEST_MODERN_VERSION, META_PROTOCOL_VERSION, Era
+from ..transport.lifecycle.load import Load
 
 SCOPE = "mcpsync"
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
@@ -59,42 +60,65 @@ PEER_KEYS = frozenset({*OVER_HTTP, "mcp.protocol.version", "mcp.session.id"})
 
 class Gauges:
     """The operator's gauges of the servers watched, read as the meter collects (on the reader's
-    thread): requests in flight, open streams, handshake-era sessions, tasks, and whether the
-    replicas' store answers; each point carries the server's name (`mcpsync.server.name`)."""
+    thread): requests in flight, open streams, handshake-era sessions, tasks, the request workers
+    taken and their number, and whether the replicas' store answers; each point carries the
+    server's name (`mcpsync.server.name`).
+
+    One collection reads each server's `load()` once, so `workers.busy` and `workers.max` (say)
+    describe the same moment: the first gauge (the SDK calls them in the order they were made)
+    takes a fresh reading, and the others use it, unless it is older than `SNAPSHOT_AGE` seconds
+    (a reader that called them otherwise)."""
+
+    SNAPSHOT_AGE = 1.0
 
     def __init__(self, meter: Any) -> None:
         self._servers: weakref.WeakSet[Any] = weakref.WeakSet()  # a closed, dropped Server leaves by itself
         self._lock = threading.Lock()
-        for name, unit, description, read in (
-            ("mcpsync.server.requests.active", "{request}", "Requests in flight, running or waiting", lambda server: server.load().requests),
-            ("mcpsync.server.streams.active", "{stream}", "Open listens and GET streams", lambda server: server.load().streams),
-            ("mcpsync.server.sessions.active", "{session}", "Handshake-era sessions held", lambda server: server.load().sessions),
-            ("mcpsync.server.tasks.active", "{task}", "Tasks running or waiting for a worker", lambda server: server.load().tasks),
-            ("mcpsync.server.store.reachable", "1", "1 while the replicas' shared store answers, else 0", _reachable),
-        ):
-            meter.create_observable_gauge(name, callbacks=[self._reader(read)], unit=unit, description=description)
+        self._snapshot: tuple[float, list[tuple[str, Load]]] | None = None
+        for index, (name, unit, description, read) in enumerate((
+            ("mcpsync.server.requests.active", "{request}", "Requests in flight, running or waiting", lambda load: load.requests),
+            ("mcpsync.server.streams.active", "{stream}", "Open listens and GET streams", lambda load: load.streams),
+            ("mcpsync.server.sessions.active", "{session}", "Handshake-era sessions held", lambda load: load.sessions),
+            ("mcpsync.server.tasks.active", "{task}", "Tasks running or waiting for a worker", lambda load: load.tasks),
+            ("mcpsync.server.workers.busy", "{thread}", "Request workers running a request or with one queued", lambda load: load.busy),
+            ("mcpsync.server.workers.max", "{thread}", "Request workers there may be (busy = max: requests wait)", lambda load: load.workers),
+        )):
+            meter.create_observable_gauge(name, callbacks=[self._reader(read, fresh=index == 0)], unit=unit, description=description)
+        meter.create_observable_gauge(
+            "mcpsync.server.store.reachable", callbacks=[self._reachable], unit="1", description="1 while the replicas' shared store answers, else 0"
+        )
 
     def watch(self, server: Any) -> None:
         with self._lock:
             self._servers.add(server)
+            self._snapshot = None
 
-    def _reader(self, read: Callable[[Any], int | None]) -> Callable[[Any], list[metrics.Observation]]:
+    def _loads(self, fresh: bool) -> list[tuple[str, Load]]:
+        now = time.monotonic()
+        with self._lock:
+            if not fresh and self._snapshot is not None and now - self._snapshot[0] < self.SNAPSHOT_AGE:
+                return self._snapshot[1]
+            servers = list(self._servers)
+        loads = [(server.name, server.load()) for server in servers]
+        with self._lock:
+            self._snapshot = (now, loads)
+        return loads
+
+    def _reader(self, read: Callable[[Load], int], *, fresh: bool) -> Callable[[Any], list[metrics.Observation]]:
         def observe(_options: Any) -> list[metrics.Observation]:
-            with self._lock:
-                servers = list(self._servers)
-            points = []
-            for server in servers:
-                value = read(server)
-                if value is not None:
-                    points.append(metrics.Observation(value, {"mcpsync.server.name": server.name}))
-            return points
+            return [metrics.Observation(read(load), {"mcpsync.server.name": name}) for name, load in self._loads(fresh)]
 
         return observe
 
-
-def _reachable(server: Any) -> int | None:
-    reachable = server.store_reachable()
-    return None if reachable is None else int(reachable)
+    def _reachable(self, _options: Any) -> list[metrics.Observation]:
+        with self._lock:
+            servers = list(self._servers)
+        points = []
+        for server in servers:
+            reachable = server.store_reachable()
+            if reachable is not None:
+                points.append(metrics.Observation(int(reachable), {"mcpsync.server.name": server.name}))
+        return points
 
 
 class Instruments:

@@ -24,7 +24,7 @@ from mcpsync.bus.store import Creation, StoreUnavailable
 from mcpsync.tasks.record import CANCELLED, COMPLETED, INPUT_REQUIRED, MODERN, WORKING, TaskRecord
 from mcpsync.tasks.store import MemoryTaskStore, TaskStore
 
-from .._timeouts import LONG
+from .._timeouts import wait_until
 from .redis_server import RedisServer
 from .test_store import run_together
 
@@ -103,13 +103,6 @@ def everything(store: TaskStore, owner: str | None) -> list[TaskRecord]:
         page, cursor = store.list_tasks(owner, cursor, 3)
         found += page
     return found
-
-
-def wait_until(done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + LONG
-    while not done():
-        assert time.monotonic() < deadline, "not within the deadline"
-        time.sleep(0.02)
 
 
 # -- the contract ----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The operator's gauges a traced server reports as the meter collects: the requests in flight, the
-open listens, the handshake-era sessions and the tasks of all its connections, and whether the
+open listens, the handshake-era sessions, the tasks and the request workers taken (of how many) of all
+its connections, and whether the
 replicas' store answers; each point named for its server, and back to zero once it is all over."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from mcpsync import Context, Server, Service
 from mcpsync.bus import MemoryBus
 
-from .._timeouts import LONG
+from .._timeouts import LONG, wait_until
 from ..bus.unreachable_store import UnreachableStore
 from ..transport.pipes import PipeClient, modern
 from .recording import Recorded
@@ -39,6 +40,12 @@ def _values(recorded: Recorded, server: str) -> dict[str, Any]:
     return {kind: gauges[f"mcpsync.server.{kind}.active"][server] for kind in GAUGES}
 
 
+def _workers(recorded: Recorded, server: str) -> tuple[int, int]:
+    """The request workers taken, and their number: saturated when the two are equal."""
+    gauges = _gauges(recorded)
+    return gauges["mcpsync.server.workers.busy"][server], gauges["mcpsync.server.workers.max"][server]
+
+
 def test_the_gauges_count_what_the_server_holds_across_its_connections(recorded: Recorded) -> None:
     holding, release = threading.Event(), threading.Event()
     service = Service("held")
@@ -50,7 +57,7 @@ def test_the_gauges_count_what_the_server_holds_across_its_connections(recorded:
         release.wait(LONG)
         return "released"
 
-    server = Server("gauged", services=[service], telemetry=recorded.telemetry)
+    server = Server("gauged", services=[service], telemetry=recorded.telemetry, workers=3)
     try:
         with PipeClient(server) as handshake, PipeClient(server) as listening:
             handshake.initialize()
@@ -59,10 +66,12 @@ def test_the_gauges_count_what_the_server_holds_across_its_connections(recorded:
             ack = listening.listen("L", {"toolsListChanged": True})
             assert ack["method"] == "notifications/subscriptions/acknowledged"
             assert _values(recorded, "gauged") == {"requests": 1, "streams": 1, "sessions": 1, "tasks": 0}
+            assert _workers(recorded, "gauged") == (1, 6)  # one of the two connections' three each
             release.set()
             assert handshake.recv()["id"] == "held"
             listening.notify("notifications/cancelled", {"requestId": "L"})
             listening.request("tools/list", modern(), id="after")  # read after the cancel: the listen is gone
+            wait_until(lambda: _workers(recorded, "gauged") == (0, 6))  # the worker frees itself after its answer
         assert _values(recorded, "gauged") == {"requests": 0, "streams": 0, "sessions": 0, "tasks": 0}
         assert "mcpsync.server.store.reachable" not in _gauges(recorded)  # no shared store, no such gauge
     finally:

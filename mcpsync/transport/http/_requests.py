@@ -121,6 +121,11 @@ class Requests:
         """The requests running or waiting now."""
         return len(self._inflight)
 
+    @property
+    def workers(self) -> InFlight[Exchange]:
+        """What runs the requests (its `busy` and `workers`, for the gauges)."""
+        return self._inflight
+
     def run(
         self,
         environ: dict[str, Any],

@@ -208,8 +208,10 @@ class WsgiTransport:
         self._stopped = threading.Event()
 
     def load(self) -> Load:
-        """The requests in flight, the streams open and the handshake-era sessions held now."""
-        return Load(self._requests.in_flight, self._state.streams, len(self._directory.table))
+        """The requests in flight, the streams open, the handshake-era sessions held and the
+        request workers taken now."""
+        workers = self._requests.workers
+        return Load(self._requests.in_flight, self._state.streams, len(self._directory.table), busy=workers.busy, workers=workers.workers)
 
     def _not_ready(self) -> str | None:
         """Why a readiness probe is answered 503, or None: it is ready."""

@@ -119,6 +119,17 @@ class InFlight(Generic[R]):
         return work
 
     @property
+    def busy(self) -> int:
+        """The workers taken: running work, or with work queued for them (at most `workers`)."""
+        with self._lock:
+            return min(len(self._work), self._workers)
+
+    @property
+    def workers(self) -> int:
+        """How many workers run the work."""
+        return self._workers
+
+    @property
     def has_room(self) -> bool:
         """A worker is free, or may start: work submitted now begins at once."""
         with self._lock:

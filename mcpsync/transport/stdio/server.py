@@ -140,8 +140,10 @@ class StdioServer:
 
     def load(self) -> Load:
         """The requests in flight and the listens open now; the connection's one session once
-        initialized (the handshake era)."""
-        return Load(len(self._inflight), len(self._subscriptions), 1 if self._session.era is Era.HANDSHAKE else 0)
+        initialized (the handshake era); the request workers taken."""
+        inflight = self._inflight
+        sessions = 1 if self._session.era is Era.HANDSHAKE else 0
+        return Load(len(inflight), len(self._subscriptions), sessions, busy=inflight.busy, workers=inflight.workers)
 
     def ask_client(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
         """Send the client a request of this server's own, on behalf of no request (a gateway
