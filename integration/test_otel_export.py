@@ -8,19 +8,15 @@ And what a user gets wrong is said in one line."""
 from __future__ import annotations
 
 import os
-import queue
 import socket
 import subprocess
 import sys
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest, ExportMetricsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from fixtures.otlp_receiver import Receiver
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 import mcpsync
@@ -30,52 +26,6 @@ pytestmark = pytest.mark.timeout(120)
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 LONG = 30.0
-
-
-class Receiver:
-    """An OTLP/HTTP endpoint on a loopback port: each decoded export lands in `received`."""
-
-    def __init__(self) -> None:
-        self.received: queue.Queue[tuple[str, Any]] = queue.Queue()
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path == "/v1/traces":
-                    request, answer = ExportTraceServiceRequest(), ExportTraceServiceResponse()
-                elif self.path == "/v1/metrics":
-                    request, answer = ExportMetricsServiceRequest(), ExportMetricsServiceResponse()
-                else:
-                    self.send_error(404)
-                    return
-                request.ParseFromString(body)
-                received.put((self.path, request))
-                payload = answer.SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="test-otlp-receiver")
-        self._thread.start()
-
-    def wait_for(self, path: str) -> Any:
-        while True:
-            got_path, request = self.received.get(timeout=LONG)
-            if got_path == path:
-                return request
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(LONG)
 
 
 @pytest.fixture
@@ -139,9 +89,10 @@ def test_an_unsupported_protocol_is_refused_in_one_line(receiver: Receiver) -> N
     assert done.stderr.strip() == "Error: --otel: OTEL_EXPORTER_OTLP_PROTOCOL='grpc': mcpsync exports over http/protobuf only"
 
 
-def test_otel_with_processes_is_a_usage_error(receiver: Receiver) -> None:
-    done = _serve_fails("--otel", "--http", "127.0.0.1:0", "--processes", "2", env=_env(receiver))
-    assert done.returncode == 2 and "--otel and --prometheus serve one process" in done.stderr
+def test_prometheus_with_processes_is_a_usage_error(receiver: Receiver) -> None:
+    """One scrape port cannot answer for several workers; --otel can (integration/test_otel_replicas.py)."""
+    done = _serve_fails("--prometheus", "127.0.0.1:0", "--http", "127.0.0.1:0", "--processes", "2", env=_env(receiver))
+    assert done.returncode == 2 and "--prometheus answers for one process, and --processes runs several: use --otel" in done.stderr
 
 
 def test_serve_prometheus_answers_scrapes_with_the_durations_and_the_gauges(tmp_path: Any) -> None:

@@ -28,20 +28,18 @@ from typing import Any
 
 import pytest
 from fixtures.instances import Balancer, Instance, deployed
-from wire import META_CLIENT_CAPABILITIES, REPO_ROOT, modern_meta
+from fixtures.replica_http import HANDSHAKE, MODERN, Http, Stream
+from wire import REPO_ROOT
 
 from mcpsync.bus.store import RETRY_AFTER
 from tests._timeouts import LONG
 from tests.bus.redis_server import RedisServer
-from tests.sse_stream import SseStream
 
 pytestmark = pytest.mark.timeout(120)
 
 APP = Path(__file__).parent / "fixtures" / "replicas_app.py"
 DRIVER = Path(__file__).parent / "fixtures" / "replicas_sdk_driver.py"
 SECRET = "the one requestState secret of every replica in this test"
-HANDSHAKE = "2025-11-25"
-MODERN = "2026-07-28"
 URI = "notes://board"
 ATTEMPTS = 200  # fresh connections tried to reach each worker of an instance
 
@@ -73,92 +71,6 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
 
 
 # -- raw HTTP -----------------------------------------------------------------------------------
-
-class Stream(SseStream):
-    """An SSE response read event by event, and which instance held it (nginx's X-Upstream)."""
-
-    def __init__(self, response: http.client.HTTPResponse) -> None:
-        super().__init__(response)
-        self.upstream = response.getheader("X-Upstream")
-
-
-class Http:
-    """Plain HTTP/1.1 requests to one port (the balancer's or an instance's), a new connection
-    each unless one is given (a kept-alive connection to an instance stays with one worker)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    def connect(self) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=LONG)
-
-    def post(self, frame: dict[str, Any], *, session: str | None = None, modern: bool = False,
-             connection: http.client.HTTPConnection | None = None) -> http.client.HTTPResponse:
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": MODERN if modern else HANDSHAKE}
-        if modern and "method" in frame:
-            meta = modern_meta(**{META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}}})  # so `book` may ask
-            frame = {**frame, "params": {"_meta": meta, **frame.get("params", {})}}
-            headers["Mcp-Method"] = frame["method"]
-            if "name" in frame["params"]:
-                headers["Mcp-Name"] = frame["params"]["name"]
-        if session is not None:
-            headers["Mcp-Session-Id"] = session
-        connection = connection or self.connect()
-        connection.request("POST", "/mcp", json.dumps(frame), headers)
-        return connection.getresponse()
-
-    def request(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
-                modern: bool = False, connection: http.client.HTTPConnection | None = None) -> tuple[int, Any]:
-        """(HTTP status, the JSON-RPC answer, or the body's text when it is none)."""
-        frame = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-        response = self.post(frame, session=session, modern=modern, connection=connection)
-        if response.getheader("Content-Type") == "text/event-stream":
-            stream = Stream(response)
-            while True:
-                _, message = stream.message()
-                if "id" in message and "method" not in message:
-                    return response.status, message
-        body = response.read()
-        try:
-            return response.status, json.loads(body)
-        except ValueError:
-            return response.status, body.decode(errors="replace")
-
-    def call(self, tool: str, arguments: dict[str, Any] | None = None, **options: Any) -> str:
-        status, answer = self.request("tools/call", {"name": tool, "arguments": arguments or {}}, **options)
-        assert status == 200 and "result" in answer, (status, answer)
-        return str(answer["result"]["content"][0]["text"])
-
-    def initialize(self) -> str:
-        params = {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "replicas-test", "version": "1"}}
-        response = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
-        body = response.read()
-        assert response.status == 200, body
-        session = response.getheader("Mcp-Session-Id")
-        assert session is not None
-        notified = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session=session)
-        notified.read()
-        assert notified.status == 202
-        return session
-
-    def get(self, session: str, last_event_id: str | None = None) -> http.client.HTTPResponse:
-        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session, "MCP-Protocol-Version": HANDSHAKE}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
-        connection = self.connect()
-        connection.request("GET", "/mcp", headers=headers)
-        return connection.getresponse()
-
-    def listen(self, request_id: str, notifications: dict[str, bool]) -> tuple[Stream, dict[str, Any]]:
-        """A 2026-07-28 subscriptions/listen: the stream, and what its acknowledgement honoured."""
-        response = self.post({"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen",
-                              "params": {"notifications": notifications}}, modern=True)
-        stream = Stream(response)
-        _, ack = stream.message()
-        assert ack["method"] == "notifications/subscriptions/acknowledged", ack
-        return stream, ack["params"]
-
 
 def workers_of(instance: Instance) -> dict[int, http.client.HTTPConnection]:
     """A kept-alive connection to each worker of `instance` (fresh connections until the kernel

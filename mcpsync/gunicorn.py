@@ -124,6 +124,8 @@ def worker_exit(server: Any, worker: Any) -> None:
             each.close(timeout=QUICK_SHUTDOWN)
         except Exception:
             log.exception("closing the server %r failed", each.name)
+        if each.telemetry is not None:  # what the worker's exporters still hold goes out before it exits
+            each.telemetry.close(timeout=QUICK_SHUTDOWN)
 
 
 def _begin_shutdown(worker: Any, timeout: float | None) -> None:

@@ -127,7 +127,7 @@ def _unless_given(flag: str, kind: click.ParamType[Any], help: str) -> Callable[
     help="Trace and measure every request with OpenTelemetry (spans and metrics by its MCP conventions), exported by "
     "OTLP/HTTP as the standard variables say: OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318), OTEL_SERVICE_NAME, "
     "OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS, ... Needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http. "
-    "Not with --processes.",
+    "With --processes each worker exports its own, as a service instance of its own (service.instance.id).",
 )
 @click.option(
     "--prometheus",
@@ -135,7 +135,7 @@ def _unless_given(flag: str, kind: click.ParamType[Any], help: str) -> Callable[
     metavar="HOST:PORT",
     help="Answer Prometheus scrapes of the metrics (the MCP durations and mcpsync's gauges) at http://HOST:PORT/metrics "
     "(port 0: any free port; the URL goes to stderr), with --otel or alone. Needs opentelemetry-sdk and "
-    "opentelemetry-exporter-prometheus. Not with --processes.",
+    "opentelemetry-exporter-prometheus. Not with --processes (one port cannot answer for several processes: use --otel).",
 )
 @_unless_given(
     "--processes",
@@ -242,8 +242,9 @@ def serve(
 
     With --otel every request gets an OpenTelemetry span and its duration is measured (the MCP
     conventions), exported by OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; a client that sends its
-    trace context in params._meta (traceparent) gets its trace continued. With --prometheus
-    HOST:PORT the metrics also answer scrapes at http://HOST:PORT/metrics.
+    trace context in params._meta (traceparent) gets its trace continued. Under --processes each
+    worker exports its own. With --prometheus HOST:PORT the metrics also answer scrapes at
+    http://HOST:PORT/metrics (one process only).
 
     \b
     Examples:
@@ -259,8 +260,10 @@ def serve(
         --auth-issuer https://login.example.com --auth-jwks-url https://login.example.com/jwks
     """
     _check_transport_options(http_address, processes, write_timeout, max_buffered_bytes)
-    if (otel or prometheus_address) and (processes or 1) > 1:
-        raise click.UsageError("--otel and --prometheus serve one process: with --processes, let each worker's Server make its own Telemetry")
+    if prometheus_address is not None and (processes or 1) > 1:
+        raise click.UsageError(
+            "--prometheus answers for one process, and --processes runs several: use --otel (each worker exports its own metrics)"
+        )
     config = read_config(config_path, upstreams)
     level = log_level or (config.server if config is not None else {}).get("log_level", "warning")
     log_to_stderr(level, json=log_format == "json")
@@ -269,9 +272,9 @@ def serve(
     auth = auth_for(config, given, over_http=http_address is not None)
     bus = checked_bus(bus_url, config)
     settings = {"workers": workers, "max_frame_bytes": max_frame_bytes, "page_size": page_size, "write_timeout": write_timeout}
-    build = partial(build_server, target, config, name, settings, bus, max_buffered_bytes, telemetry=_telemetry(otel, prometheus_address))
+    build = partial(build_server, target, config, name, settings, bus, max_buffered_bytes)
     if http_address is None:
-        _serve_stdio(build)
+        _serve_stdio(partial(build, telemetry=_telemetry(otel, prometheus_address)))
         return
     host, port = _parse_address(http_address)
     options = HttpOptions(  # the endpoint's, the same in one process or many
@@ -280,14 +283,17 @@ def serve(
         keepalive=keepalive, threads=threads, max_connections=max_connections, max_buffered_bytes=max_buffered_bytes,
     )
     if processes is None or processes == 1:
-        _serve_http(build(auth=auth), host, port, options, http_address)
+        _serve_http(build(auth=auth, telemetry=_telemetry(otel, prometheus_address)), host, port, options, http_address)
         return
     try:
         options = options.for_threaded_worker()
     except ValueError:
         raise click.BadParameter("must be below --max-connections: each open stream holds a connection", param_hint="--max-streams") from None
-    # Each worker builds its own server and auth after the fork: nothing made here is shared.
-    _serve_processes(lambda: build(auth=auth_for(config, given, over_http=True)), processes, host, port, options, level, bus)
+    # Each worker builds its own server, auth and telemetry (its exporters' threads) after the
+    # fork: nothing made here is shared.
+    _serve_processes(
+        lambda: build(auth=auth_for(config, given, over_http=True), telemetry=_telemetry(otel, None)), processes, host, port, options, level, bus
+    )
 
 
 def _telemetry(otel: bool, prometheus_address: str | None) -> Telemetry | None:

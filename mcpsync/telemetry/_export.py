@@ -14,6 +14,7 @@ prometheus_client's own HTTP server answers the scrapes on its own thread (`Scra
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 PROTOCOL = "http/protobuf"
@@ -53,7 +54,7 @@ def providers(*, otlp: bool, prometheus: tuple[str, int] | None) -> tuple[Any, A
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         raise ImportError("exporting needs the OpenTelemetry SDK: pip install opentelemetry-sdk") from exc
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "mcpsync"})
+    resource = Resource.create(_identity())
     readers: list[MetricReader] = []
     tracer_provider = None
     if otlp:
@@ -70,6 +71,19 @@ def providers(*, otlp: bool, prometheus: tuple[str, int] | None) -> tuple[Any, A
         readers.append(PrometheusMetricReader())
         scrape = Scrape(*prometheus)
     return tracer_provider, MeterProvider(resource=resource, metric_readers=readers), scrape
+
+
+def _identity() -> dict[str, str]:
+    """The resource attributes mcpsync adds: `service.name` (OTEL_SERVICE_NAME, else "mcpsync"),
+    and, unless OTEL_RESOURCE_ATTRIBUTES names one, a `service.instance.id` of this process's
+    own, so the workers of `serve --processes` (and replicas) that export the same service are
+    told apart: their cumulative metrics would otherwise add up as one series that goes back and
+    forth."""
+    identity = {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "mcpsync"}
+    named = (pair.split("=", 1)[0].strip() for pair in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","))
+    if "service.instance.id" not in named:
+        identity["service.instance.id"] = str(uuid.uuid4())
+    return identity
 
 
 def _otlp_exporters() -> tuple[Any, Any]:
