@@ -77,6 +77,7 @@ class FakeExchange:
     on_cancel = None  # what this fake cannot do, it says as the engine's `Exchange` lets it: None
     ask = None
     release_stream = None
+    trace_headers = None
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.notifications.append((method, params))

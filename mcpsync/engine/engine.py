@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -274,7 +274,7 @@ class Engine:
         observer = self.observer
         if observer is None:
             return self._execute_guarded(request, session, exchange, transport, header_check, principal)
-        observation = observer.begin(request, session, transport)
+        observation = observer.begin(request, session, transport, exchange.trace_headers)
         try:
             outcome = self._execute_guarded(request, session, observation.exchange(exchange), transport, header_check, principal)
         finally:
@@ -301,10 +301,13 @@ class Engine:
             log.exception("engine failed on %s", request.method)
             return Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
 
-    def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
-        """A notification the client sent, for the observer (its span); the transport acts on it."""
+    def notified(
+        self, notification: Notification, session: Session, transport: TransportInfo, trace_headers: Mapping[str, str] | None = None
+    ) -> None:
+        """A notification the client sent, for the observer (its span); the transport acts on it.
+        `trace_headers`: the trace context that came beside it (HTTP headers)."""
         if self.observer is not None:
-            self.observer.notified(notification, session, transport)
+            self.observer.notified(notification, session, transport, trace_headers)
 
     def session_began(self, transport: TransportInfo) -> SessionObservation | None:
         """A connection's session begins, for the observer (its duration); None when unobserved."""

@@ -12,6 +12,7 @@ server that initiates): its notifications and its requests to the client go thro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from ..protocol.jsonrpc import Notification, Request
@@ -51,9 +52,13 @@ class Observer(Protocol):
     """Watches every request the engine runs; `begin` is called on the thread that runs it, before
     anything else, and must not raise."""
 
-    def begin(self, request: Request, session: Session, transport: TransportInfo) -> Observation: ...
+    def begin(self, request: Request, session: Session, transport: TransportInfo, trace_headers: Mapping[str, str] | None) -> Observation:
+        """`trace_headers`: the trace context that came beside the request (`Exchange.trace_headers`)."""
+        ...
 
-    def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
+    def notified(
+        self, notification: Notification, session: Session, transport: TransportInfo, trace_headers: Mapping[str, str] | None = None
+    ) -> None:
         """A notification the client sent, as the transport takes it; must not raise."""
         ...
 

@@ -12,7 +12,7 @@ a `ForwardedTool`: the engine starts its call and answers when the upstream does
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..catalog.context import AskClient, CancelSignal, Context, Notify
@@ -42,6 +42,12 @@ class Exchange(Protocol):
     def ask(self) -> AskClient | None:
         """Sends a request to the client (handshake era) and gives its answer's future; None where
         the transport cannot."""
+        ...
+
+    @property
+    def trace_headers(self) -> Mapping[str, str] | None:
+        """The W3C trace context that came beside the message, not in it (HTTP's `traceparent`
+        and `tracestate` headers), for the observer; None where none came (stdio)."""
         ...
 
     @property

@@ -18,7 +18,7 @@ import contextvars
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -180,7 +180,11 @@ def _remote_parent(params: dict[str, Any]) -> otel_context.Context | None:
     meta = params.get("_meta")
     if type(meta) is not dict or "traceparent" not in meta:
         return None
-    carrier = {key: value for key in TRACE_KEYS if isinstance(value := meta.get(key), str)}
+    return _extracted({key: value for key in TRACE_KEYS if isinstance(value := meta.get(key), str)})
+
+
+def _extracted(carrier: Mapping[str, str]) -> otel_context.Context | None:
+    """The context `carrier` holds (W3C keys), if it is a valid one."""
     try:
         extracted = propagate.extract(carrier)
     except Exception:  # a propagator refusing what a peer sent must not fail its request
@@ -329,6 +333,10 @@ class _TracedExchange:
         return self._exchange.release_stream
 
     @property
+    def trace_headers(self) -> Mapping[str, str] | None:
+        return self._exchange.trace_headers
+
+    @property
     def notify(self) -> Notify:
         notify, request = self._exchange.notify, self._request
 
@@ -364,25 +372,30 @@ class ServerObserver:
     def __init__(self, instruments: Callable[[], Instruments]) -> None:
         self._instruments = instruments
 
-    def begin(self, request: Request, session: Session, transport: TransportInfo) -> _ServerRequest:
+    def begin(self, request: Request, session: Session, transport: TransportInfo, trace_headers: Mapping[str, str] | None) -> _ServerRequest:
         made = self._instruments()
-        span, parent, attributes = self._start(made, request.method, request.id, request.params, session, transport)
+        span, parent, attributes = self._start(made, request.method, request.id, request.params, session, transport, trace_headers)
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         return _ServerRequest(made, span, token, attributes, request.method)
 
-    def notified(self, notification: Notification, session: Session, transport: TransportInfo) -> None:
+    def notified(
+        self, notification: Notification, session: Session, transport: TransportInfo, trace_headers: Mapping[str, str] | None = None
+    ) -> None:
         """A notification's span begins and ends as the transport takes it (nothing answers it)."""
         made = self._instruments()
-        span, _, attributes = self._start(made, notification.method, None, notification.params, session, transport)
+        span, _, attributes = self._start(made, notification.method, None, notification.params, session, transport, trace_headers)
         _ServerRequest(made, span, None, attributes, notification.method).end(NoResponse("a notification"))
 
     def session_began(self, transport: TransportInfo) -> _ServerSession:
         return _ServerSession(self._instruments().server_session, _transport_attributes(transport.name))
 
     def _start(
-        self, made: Instruments, method: str, request_id: Any, params: dict[str, Any], session: Session, transport: TransportInfo
+        self, made: Instruments, method: str, request_id: Any, params: dict[str, Any], session: Session, transport: TransportInfo,
+        trace_headers: Mapping[str, str] | None,
     ) -> tuple[trace.Span, otel_context.Context | None, dict[str, Any]]:
-        """The SERVER span of a message, its parent (from `_meta`, if any) and its attributes."""
+        """The SERVER span of a message, its parent and its attributes. The parent: the context in
+        `_meta` (the conventions' choice), with the ambient one (an HTTP server span) linked;
+        else the ambient one; else, where there is none, the one that came as headers."""
         name, attributes = request_attributes(method, request_id, params)
         attributes.update(_transport_attributes(transport.name))
         version = _protocol_version(params, session)
@@ -393,9 +406,11 @@ class ServerObserver:
             attributes["mcp.session.id"] = owner.removeprefix("session:")
         parent = _remote_parent(params)
         links = None
+        ambient = trace.get_current_span().get_span_context()
         if parent is not None:  # the conventions: the peer's context is the parent, the ambient one a link
-            ambient = trace.get_current_span().get_span_context()
             links = [Link(ambient)] if ambient.is_valid else None
+        elif trace_headers and not ambient.is_valid:  # no HTTP instrumentation took the headers: they are the parent
+            parent = _extracted(trace_headers)
         span = made.tracer.start_span(
             name, context=parent, kind=SpanKind.SERVER, attributes=attributes, links=links,
             record_exception=False, set_status_on_exception=False,

@@ -313,7 +313,7 @@ def test_an_interceptor_can_reject_a_listen_and_nothing_is_registered() -> None:
 def test_the_engine_returns_no_response_for_an_accepted_listen(server: Server) -> None:
     class Exchange:
         cancel_event = threading.Event()
-        on_cancel = ask = release_stream = None
+        on_cancel = ask = release_stream = trace_headers = None
 
         def notify(self, method: str, params: dict) -> None:
             raise AssertionError("a listen writes nothing itself")

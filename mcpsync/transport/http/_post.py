@@ -37,7 +37,7 @@ from ._directory import LocalDirectory, SharedDirectory
 from ._headers import ToolHeaderPlans, check_routing_headers
 from ._replies import _Refused, decoded_body, empty_reply, json_reply
 from ._requests import HTTP, Requests, sessions_refused
-from ._rules import Headers, accepts, header, media_type, route
+from ._rules import Headers, accepts, header, media_type, route, trace_headers
 from ._session_paths import SessionPaths
 from ._stream import Exchange
 
@@ -85,15 +85,14 @@ class PostPath:
             owner = self._session_paths.session_of(environ, principal)
             self._directory.answer(owner, message, body)  # to the request that asked, wherever it waits
             return empty_reply(start_response, 202)
-        if self._engine.observer is not None:  # traced: a parent the client sent as headers only
-            _trace_from_headers(environ, message.params)
         if isinstance(message, Notification):
             return self._notification(environ, start_response, message, era, version, principal)
+        carried = trace_headers(environ) if self._engine.observer is not None else None  # read only when traced
         if era is Era.MODERN:
             session = Session()
             session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
             found = Headers(environ)
-            exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY)
+            exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, trace_headers=carried)
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
             return self._requests.run(environ, start_response, exchange, session, Era.MODERN, check, principal)
         if message.method == "initialize":
@@ -101,12 +100,12 @@ class PostPath:
             if created is None:
                 raise sessions_refused(Creation.FULL, message.id)
             created.observed = self._engine.session_began(HTTP)  # measured if it is made and ends here
-            exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY)
+            exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY, trace_headers=carried)
             return self._requests.run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
         if message.method in MODERN_ONLY_METHODS and header(environ, "Mcp-Session-Id") is None:  # a bare server/discover
             raise _Refused(400, f"Bad Request: {message.method} is a 2026-07-28 method, and {NO_ENVELOPE}", message.id)
         owner = self._session_paths.session_of(environ, principal, message.id)
-        exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks)
+        exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, asks=owner.asks, trace_headers=carried)
         exchange.session_id = owner.id
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
@@ -130,22 +129,7 @@ class PostPath:
                 raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
             return empty_reply(start_response, 202)
         owner = self._session_paths.session_of(environ, principal)
-        self._engine.notified(message, owner.session, HTTP)
+        self._engine.notified(message, owner.session, HTTP, trace_headers(environ) if self._engine.observer is not None else None)
         if message.method == "notifications/cancelled":  # the client stopped waiting: no response
             self._directory.cancel(owner, message.params.get("requestId"))
         return empty_reply(start_response, 202)
-
-
-def _trace_from_headers(environ: dict[str, Any], params: dict[str, Any]) -> None:
-    """A request whose `_meta` carries no trace context takes the `traceparent` (and
-    `tracestate`) headers as its own, so a client that traces only its HTTP requests (or a proxy
-    that starts the trace) still parents the server's span. `_meta` stays the first word."""
-    traceparent = header(environ, "traceparent")
-    meta = params.get("_meta")
-    if traceparent is None or (meta is not None and not isinstance(meta, dict)) or (meta and "traceparent" in meta):
-        return
-    carried = {"traceparent": traceparent}
-    tracestate = header(environ, "tracestate")
-    if tracestate is not None:
-        carried["tracestate"] = tracestate
-    params["_meta"] = {**(meta or {}), **carried}

@@ -24,6 +24,7 @@ client that loses it before the answer may take it back with a GET naming the la
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -146,7 +147,10 @@ class Requests:
             work = None
             if not self._state.closing:
                 try:
-                    work = self._inflight.submit(self._execute, exchange, session, era, header_check, caller)
+                    if self._engine.observer is None:
+                        work = self._inflight.submit(self._execute, exchange, session, era, header_check, caller)
+                    else:  # traced: the worker runs it in this thread's context (an HTTP server span around the app)
+                        work = self._inflight.submit(contextvars.copy_context().run, self._execute, exchange, session, era, header_check, caller)
                 except RuntimeError:  # the executor stopped: the server is shutting down
                     pass
             if work is None:

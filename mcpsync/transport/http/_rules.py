@@ -68,6 +68,20 @@ def header(environ: Mapping[str, Any], name: str) -> str | None:
     return None if value is None else str(value).strip(" \t")
 
 
+def trace_headers(environ: Mapping[str, Any]) -> dict[str, str] | None:
+    """The W3C trace context sent as headers (`traceparent`, with its `tracestate`), or None:
+    what the observer parents a request's span on when neither its `_meta` nor an HTTP
+    instrumentation around the app gave one (a client that traces only its HTTP requests)."""
+    traceparent = header(environ, "traceparent")
+    if traceparent is None:
+        return None
+    carried = {"traceparent": traceparent}
+    tracestate = header(environ, "tracestate")
+    if tracestate is not None:
+        carried["tracestate"] = tracestate
+    return carried
+
+
 class Headers(Mapping[str, str]):
     """The request's headers by name, in any case (`headers["mcp-method"]`), read from the
     environ only when asked: a request's checks look up a few of them, so nothing is copied."""

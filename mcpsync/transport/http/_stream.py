@@ -28,7 +28,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,11 +191,15 @@ class Exchange(Cancellable):
     `on_cancel`) and as the transport finishes it (`answer`, `subscribe`, `cancel`).
 
     `asks` is the session's table of server-to-client requests; None where the request may not
-    send any (2026-07-28, `initialize`)."""
+    send any (2026-07-28, `initialize`). `trace_headers`: the trace context its POST carried as
+    headers, for the observer (only read when the server is traced)."""
 
-    def __init__(self, request: Request, *, streams: bool, capacity: int, asks: PendingAsks | None = None) -> None:
+    def __init__(
+        self, request: Request, *, streams: bool, capacity: int, asks: PendingAsks | None = None, trace_headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__()
         self.request = request
+        self.trace_headers = trace_headers
         self._capacity = capacity
         self._channel: Channel | None = None  # made when first needed: an answer in hand never is
         self._channel_lock = threading.Lock()  # its own: `ask` reads the channel under `_lock`

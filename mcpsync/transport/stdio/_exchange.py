@@ -42,6 +42,8 @@ class Exchange(Cancellable):
 
     release_stream = None
     """A stdio request has no stream of its own to release (the engine's `Exchange` asks)."""
+    trace_headers = None
+    """Nothing comes beside a frame on a pipe: its trace context is in its `_meta` or nowhere."""
 
     def __init__(self, request: Request, output: Output, asks: Asks) -> None:
         super().__init__()
