@@ -30,7 +30,13 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         line.update(_trace_ids())
-        return ujson.dumps(line, ensure_ascii=False, escape_forward_slashes=False)
+        return ujson.dumps(line, ensure_ascii=False, escape_forward_slashes=False).translate(_LINE_BREAKS)
+
+
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+"""The line breaks JSON leaves raw in a string (it escapes only those below U+0020), escaped, so a
+message that carries them (a tool logging what a client sent) is still one line to a reader that
+splits where Python's `str.splitlines` does."""
 
 
 def _trace_ids() -> dict[str, str]:

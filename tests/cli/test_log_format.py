@@ -20,16 +20,16 @@ TRACED = Path(__file__).resolve().parent.parent / "telemetry" / "traced_upstream
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-def _serve(tmp_path: Path, *options: str) -> tuple[list[str], list[dict[str, str]]]:
-    """Run the traced server with `options`, call its `noisy` tool inside a trace, and return its
-    stderr lines and the spans it recorded."""
+def _serve(tmp_path: Path, *options: str, text: str = "the report") -> tuple[list[str], list[dict[str, str]]]:
+    """Run the traced server with `options`, call its `noisy` tool (which logs `text`) inside a
+    trace, and return its stderr lines and the spans it recorded."""
     spans_file, stderr_file = tmp_path / "spans.jsonl", tmp_path / "stderr.log"
     command = [sys.executable, "-m", "mcpsync", "serve", str(TRACED), "--log-level", "info", *options]
     with stderr_file.open("w") as stderr, mcpsync.connect(command, env={"TRACE_FILE": str(spans_file)}, stderr=stderr, timeout=LONG) as session:
         meta = {"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"}
-        assert session.request("tools/call", {"name": "noisy", "arguments": {"text": "the report"}, "_meta": meta})["content"][0]["text"] == "the report"
+        assert session.request("tools/call", {"name": "noisy", "arguments": {"text": text}, "_meta": meta})["content"][0]["text"] == text
     spans = [json.loads(line) for line in spans_file.read_text().splitlines()]
-    return stderr_file.read_text().splitlines(), spans
+    return stderr_file.read_text(encoding="utf-8").splitlines(), spans
 
 
 def test_json_lines_carry_the_trace_of_the_request_that_logged_them(tmp_path: Path) -> None:
@@ -48,3 +48,13 @@ def test_text_stays_the_default(tmp_path: Path) -> None:
     lines, _ = _serve(tmp_path)
     [working] = [line for line in lines if line.endswith("working on the report")]
     assert " WARNING traced: " in working and not working.startswith("{")
+
+
+def test_a_message_a_client_wrote_cannot_break_or_forge_a_line(tmp_path: Path) -> None:
+    """A tool logs what a client sent: line breaks of every kind Python splits on, a forged record,
+    quotes, a NUL and a terminal escape stay inside one line's message, read back as sent."""
+    hostile = 'x"\n{"level": "CRITICAL", "message": "forged"}\r\x0b\x0c\x1c\x85\u2028\u2029\x00\x1b[31m end'
+    lines, _ = _serve(tmp_path, "--log-format", "json", text=hostile)
+    records = [json.loads(line) for line in lines]  # every line, split as Python splits, is one object
+    assert [record["message"] for record in records if "forged" in record["message"]] == [f"working on {hostile}"]
+    assert all(record["level"] != "CRITICAL" for record in records)

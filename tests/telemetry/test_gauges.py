@@ -14,6 +14,7 @@ from mcpsync import Context, Server, Service
 from mcpsync.bus import MemoryBus
 
 from .._timeouts import LONG, wait_until
+from ..bus.redis_server import RedisServer
 from ..bus.unreachable_store import UnreachableStore
 from ..transport.pipes import PipeClient, modern
 from .recording import Recorded
@@ -88,3 +89,19 @@ def test_the_store_gauge_follows_the_shared_store(recorded: Recorded) -> None:
         assert _gauges(recorded)["mcpsync.server.store.reachable"] == {"replica": 0}
     finally:
         server.close()
+
+
+def test_the_store_gauge_reads_a_real_redis_going_away_and_coming_back(recorded: Recorded) -> None:
+    redis = RedisServer()
+    redis.start()
+    server = Server("replica", bus=redis.url, telemetry=recorded.telemetry)
+    try:
+        reachable = lambda: _gauges(recorded)["mcpsync.server.store.reachable"]  # noqa: E731 - read again each time
+        assert reachable() == {"replica": 1}
+        redis.stop()
+        assert reachable() == {"replica": 0}  # one PING, refused or timed out: never a hang
+        redis.start()  # the same port, empty
+        wait_until(lambda: reachable() == {"replica": 1})  # its pool reconnects at the next PING or the one after
+    finally:
+        server.close()
+        redis.close()

@@ -151,3 +151,33 @@ def test_untraced_the_listen_is_told_no_trace_context(recorded: Recorded) -> Non
             listener.close()
     heard = _one(recorded, "notifications/tools/list_changed", SpanKind.SERVER)
     assert heard.parent is None  # a root of its own: the server sent no context
+
+
+def test_each_listen_is_told_in_its_own_trace_never_another_clients(recorded: Recorded) -> None:
+    """Two clients listen to one server: a change reaches both, each copy carrying its own listen's
+    trace, so no client learns another's trace id (which may name its user's request)."""
+    service = _asking_service()
+    server = Server("asking", services=[service], telemetry=recorded.telemetry)
+    serving = server.start_http("127.0.0.1", 0)
+    heard: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+    try:
+        sessions = {name: mcpsync.connect(serving.url, mode="modern", telemetry=recorded.telemetry,
+                                          on_change=lambda method, params, name=name: heard[name].append(params))
+                    for name in heard}
+        listeners = {name: session.listen(tools=True, prompts=False) for name, session in sessions.items()}
+        service.remove_tool("spare")
+        for listener in listeners.values():
+            assert listener.next_event(10) == ListChanged("tools")
+        for listener in listeners.values():
+            listener.close()
+        for session in sessions.values():
+            session.close()
+    finally:
+        serving.close()
+    listens = sorted(  # a's listen began first
+        (span for span in recorded.spans.get_finished_spans() if span.name == "subscriptions/listen" and span.kind is SpanKind.CLIENT),
+        key=lambda span: span.start_time or 0,
+    )
+    assert len(listens) == 2 and listens[0].context.trace_id != listens[1].context.trace_id
+    carried = {name: {params["_meta"]["traceparent"].split("-")[1] for params in told} for name, told in heard.items()}
+    assert carried == {name: {format(span.context.trace_id, "032x")} for name, span in zip("ab", listens, strict=True)}
