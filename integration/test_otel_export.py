@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fixtures.otlp_receiver import Receiver
+from fixtures.otlp_receiver import GrpcReceiver, Receiver
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 import mcpsync
@@ -83,10 +83,31 @@ def _serve_fails(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess
     )
 
 
-def test_an_unsupported_protocol_is_refused_in_one_line(receiver: Receiver) -> None:
-    done = _serve_fails("--otel", env=_env(receiver, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"))
+def test_serve_otel_exports_over_grpc_when_the_environment_says_so() -> None:
+    """OTEL_EXPORTER_OTLP_PROTOCOL=grpc: the same span and duration reach a gRPC receiver (grpcio's
+    server with opentelemetry-proto's service definitions)."""
+    grpc_receiver = GrpcReceiver()
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": grpc_receiver.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true",
+               "OTEL_SERVICE_NAME": "otel-grpc-test"}
+        with mcpsync.connect([sys.executable, "-m", "mcpsync", "serve", "--otel"], env=env) as session:
+            meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+            assert session.request("tools/call", {"name": "echo", "arguments": {"text": "by grpc"}, "_meta": meta})["content"][0]["text"] == "by grpc"
+        traces = grpc_receiver.wait_for("/v1/traces")
+        spans = [span for group in traces.resource_spans for scope in group.scope_spans for span in scope.spans]
+        [call] = [span for span in spans if span.name == "tools/call echo"]
+        assert (call.trace_id.hex(), call.parent_span_id.hex()) == (TRACE_ID, PARENT_ID)
+        measured = grpc_receiver.wait_for("/v1/metrics")
+        names = {metric.name for group in measured.resource_metrics for scope in group.scope_metrics for metric in scope.metrics}
+        assert "mcp.server.operation.duration" in names
+    finally:
+        grpc_receiver.close()
+
+
+def test_a_protocol_without_an_exporter_is_refused_in_one_line(receiver: Receiver) -> None:
+    done = _serve_fails("--otel", env=_env(receiver, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json"))
     assert done.returncode == 1
-    assert done.stderr.strip() == "Error: --otel: OTEL_EXPORTER_OTLP_PROTOCOL='grpc': mcpsync exports over http/protobuf only"
+    assert done.stderr.strip() == "Error: --otel: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='http/json': mcpsync exports over http/protobuf or grpc"
 
 
 def test_prometheus_with_processes_is_a_usage_error(receiver: Receiver) -> None:

@@ -125,8 +125,9 @@ def _unless_given(flag: str, kind: click.ParamType[Any], help: str) -> Callable[
     "--otel",
     is_flag=True,
     help="Trace and measure every request with OpenTelemetry (spans and metrics by its MCP conventions), exported by "
-    "OTLP/HTTP as the standard variables say: OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318), OTEL_SERVICE_NAME, "
-    "OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS, ... Needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http. "
+    "OTLP as the standard variables say: OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318), OTEL_EXPORTER_OTLP_PROTOCOL "
+    "(http/protobuf, the default, or grpc), OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS, ... Needs "
+    "opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http (or -grpc). "
     "With --processes each worker exports its own, as a service instance of its own (service.instance.id).",
 )
 @click.option(
@@ -241,7 +242,7 @@ def serve(
     one. An option overrides its key of the table. They replace a served Server's own auth.
 
     With --otel every request gets an OpenTelemetry span and its duration is measured (the MCP
-    conventions), exported by OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; a client that sends its
+    conventions), exported by OTLP to OTEL_EXPORTER_OTLP_ENDPOINT; a client that sends its
     trace context in params._meta (traceparent) gets its trace continued. Under --processes each
     worker exports its own. With --prometheus HOST:PORT the metrics also answer scrapes at
     http://HOST:PORT/metrics (one process only).

@@ -81,13 +81,14 @@ class Telemetry:
         `otlp`: by OTLP as OpenTelemetry's environment variables say, the SDK's tracer and meter
         providers with the resource of `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, spans
         batched and metrics read every `OTEL_METRIC_EXPORT_INTERVAL` ms, sent to
-        `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variables) over HTTP (`http/protobuf`,
-        OTLP's default; for gRPC make the providers yourself). With `prometheus` (HOST, PORT; port
-        0: any free one): the metrics also answer scrapes at `prometheus_url`, until `close()`.
+        `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variables) over the protocol
+        `OTEL_EXPORTER_OTLP_PROTOCOL` (or the per-signal one) names: `http/protobuf` (OTLP's
+        default) or `grpc`. With `prometheus` (HOST, PORT; port 0: any free one): the metrics
+        also answer scrapes at `prometheus_url`, until `close()`.
 
         Raises:
-            ImportError: the OpenTelemetry SDK or an exporter asked for is not installed.
-            ValueError: `OTEL_EXPORTER_OTLP_PROTOCOL` names another protocol.
+            ImportError: the OpenTelemetry SDK or the exporter asked for is not installed.
+            ValueError: a protocol variable names one there is no exporter for (`http/json`).
             OSError: the Prometheus address cannot be bound.
         """
         from ._export import providers

@@ -2,9 +2,11 @@
 the one place mcpsync itself picks an SDK and exporters, since there the command line is the
 application. Everything else takes the providers the application set up.
 
-OTLP: the exporters read their endpoint, headers, timeout and compression from the
-`OTEL_EXPORTER_OTLP_*` variables themselves; the SDK's `Resource.create()` reads `OTEL_SERVICE_NAME`
-and `OTEL_RESOURCE_ATTRIBUTES`, and its periodic reader `OTEL_METRIC_EXPORT_INTERVAL`.
+OTLP: over HTTP/protobuf (OTLP's default) or gRPC, as `OTEL_EXPORTER_OTLP_PROTOCOL` says (the
+per-signal `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` and `..._METRICS_PROTOCOL` first); the exporters
+read their endpoint, headers, timeout and compression from the `OTEL_EXPORTER_OTLP_*` variables
+themselves; the SDK's `Resource.create()` reads `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`,
+and its periodic reader `OTEL_METRIC_EXPORT_INTERVAL`.
 
 Prometheus: the SDK's `PrometheusMetricReader` puts the metrics in prometheus_client's registry, and
 prometheus_client's own HTTP server answers the scrapes on its own thread (`Scrape`, stopped by
@@ -13,13 +15,19 @@ prometheus_client's own HTTP server answers the scrapes on its own thread (`Scra
 
 from __future__ import annotations
 
+import importlib
 import os
 import uuid
 from typing import Any
 
 PROTOCOL = "http/protobuf"
-"""OTLP's default protocol, and the one mcpsync exports over; for gRPC, give `Telemetry` the
-providers of your own making."""
+"""OTLP's default protocol."""
+EXPORTERS = {
+    "http/protobuf": ("opentelemetry-exporter-otlp-proto-http", "opentelemetry.exporter.otlp.proto.http"),
+    "grpc": ("opentelemetry-exporter-otlp-proto-grpc", "opentelemetry.exporter.otlp.proto.grpc"),
+}
+"""The OTLP protocols mcpsync exports over: the exporter package of each, and its module. (OTLP's
+`http/json` has no exporter in OpenTelemetry's Python SDK.)"""
 STOP_WAIT = 2.0
 """Seconds the scrape server's thread gets to end once stopped."""
 
@@ -87,13 +95,27 @@ def _identity() -> dict[str, str]:
 
 
 def _otlp_exporters() -> tuple[Any, Any]:
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", PROTOCOL).strip() or PROTOCOL
-    if protocol != PROTOCOL:
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: mcpsync exports over {PROTOCOL} only")
-    try:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    except ImportError as exc:
-        raise ImportError("OTLP export needs its exporter: pip install opentelemetry-exporter-otlp-proto-http") from exc
-    return OTLPSpanExporter(), OTLPMetricExporter()
+    """The span and the metric exporters, each over the protocol the environment names for it."""
+    return _exporter("TRACES", "trace_exporter", "OTLPSpanExporter"), _exporter("METRICS", "metric_exporter", "OTLPMetricExporter")
 
+
+def _exporter(signal: str, module: str, name: str) -> Any:
+    protocol = _protocol(signal)
+    package, root = EXPORTERS[protocol]
+    try:
+        exporter = getattr(importlib.import_module(f"{root}.{module}"), name)
+    except ImportError as exc:
+        raise ImportError(f"OTLP export over {protocol} needs its exporter: pip install {package}") from exc
+    return exporter()
+
+
+def _protocol(signal: str) -> str:
+    """The OTLP protocol of `signal` (TRACES, METRICS): its own variable, else the general one,
+    else OTLP's default; ValueError for one mcpsync cannot export over."""
+    for variable in (f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = os.environ.get(variable, "").strip()
+        if protocol:
+            if protocol not in EXPORTERS:
+                raise ValueError(f"{variable}={protocol!r}: mcpsync exports over {' or '.join(EXPORTERS)}")
+            return protocol
+    return PROTOCOL
