@@ -136,16 +136,6 @@ def _probe_through(balancer: PassiveBalancer) -> tuple[int, list[str]]:
         connection.close()
 
 
-def _readiness(instance: Instance) -> tuple[int, dict[str, Any]]:
-    connection = http.client.HTTPConnection("127.0.0.1", instance.port, timeout=LONG)
-    try:
-        connection.request("GET", "/readyz")
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
-
-
 def test_a_replica_whose_store_is_away_leaves_the_rotation_unseen_and_comes_back(rotation: Rotation) -> None:
     proxy, partitioned, steady, balancer = rotation
     before = [_initialize(balancer) for _ in range(2)]  # round-robin: one on each
@@ -161,12 +151,12 @@ def test_a_replica_whose_store_is_away_leaves_the_rotation_unseen_and_comes_back
     assert failed.upstreams == [partitioned.address, steady.address], failed
     surely_out = [answer for answer in during[tried_first[0] + 1:] if answer.ended < failed.began + FAIL_TIMEOUT]
     assert all(answer.upstreams == [steady.address] for answer in surely_out), during  # out of rotation
-    assert _readiness(partitioned) == (503, {"status": "not ready", "reason": "the session store is unreachable"})
-    assert _readiness(steady) == (200, {"status": "ready"})
+    assert partitioned.readiness() == (503, {"status": "not ready", "reason": "the session store is unreachable"})
+    assert steady.readiness() == (200, {"status": "ready"})
 
     proxy.heal()
     deadline = time.monotonic() + LONG
-    while _readiness(partitioned)[0] != 200:  # the first PING may still meet a connection made before
+    while partitioned.readiness()[0] != 200:  # the first PING may still meet a connection made before
         assert time.monotonic() < deadline, partitioned.log()
     deadline = time.monotonic() + FAIL_TIMEOUT + LONG
     while True:  # nginx tries it again once FAIL_TIMEOUT has passed, and it answers: back in rotation

@@ -238,16 +238,6 @@ def test_a_single_use_state_runs_once_and_its_replay_on_the_other_instance_is_re
 KINDS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 
 
-def _readiness(instance: Instance) -> tuple[int, dict[str, Any]]:
-    connection = http.client.HTTPConnection("127.0.0.1", instance.port, timeout=LONG)
-    try:
-        connection.request("GET", "/readyz")
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
-
-
 def test_a_redis_restart_is_503_for_sessions_meanwhile_then_every_listen_is_told_to_relist(deployment: Deployment) -> None:
     """During the outage: handshake requests that need the store are 503 with Retry-After on both
     instances (an initialize too), 2026-07-28 requests are served, and each instance's readiness
@@ -283,12 +273,12 @@ def test_a_redis_restart_is_503_for_sessions_meanwhile_then_every_listen_is_told
         served.add(response.getheader("X-Upstream"))
     assert served == {instance.address for instance in deployment.instances}
     for instance in deployment.instances:  # a balancer's probe of each instance: out of rotation
-        status, state = _readiness(instance)
+        status, state = instance.readiness()
         assert (status, state) == (503, {"status": "not ready", "reason": "the session store is unreachable"}), instance.address
 
     deployment.redis.start()  # same port, empty
     for instance in deployment.instances:  # back in rotation: the store answers again
-        assert _readiness(instance) == (200, {"status": "ready"}), instance.address
+        assert instance.readiness() == (200, {"status": "ready"}), instance.address
     for request_id, stream in listens.items():
         told: set[str] = set()
         while told != set(KINDS.values()):

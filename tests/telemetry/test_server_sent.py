@@ -55,6 +55,16 @@ def _session(recorded: Recorded, server: Server, transport: str, mode: str, **op
         serving.close()
 
 
+def _hear_a_tools_change(session: mcpsync.ClientSession, service: Service) -> None:
+    """Listen for tool changes, make one, and hear it."""
+    listener = session.listen(tools=True, prompts=False)
+    try:
+        service.remove_tool("spare")
+        assert listener.next_event(10) == ListChanged("tools")
+    finally:
+        listener.close()
+
+
 def _one(recorded: Recorded, name: str, kind: SpanKind) -> ReadableSpan:
     found = [span for span in recorded.spans.get_finished_spans() if span.name == name and span.kind is kind]
     assert len(found) == 1, [(span.name, span.kind) for span in recorded.spans.get_finished_spans()]
@@ -124,12 +134,7 @@ def test_what_a_listen_is_told_stays_in_the_trace_of_the_listen(recorded: Record
     service = _asking_service()
     server = Server("asking", services=[service], telemetry=recorded.telemetry)
     with _session(recorded, server, transport, "modern") as session:
-        listener = session.listen(tools=True, prompts=False)
-        try:
-            service.remove_tool("spare")
-            assert listener.next_event(10) == ListChanged("tools")
-        finally:
-            listener.close()
+        _hear_a_tools_change(session, service)
     listen = _one(recorded, "subscriptions/listen", SpanKind.SERVER)
     told = _one(recorded, "notifications/tools/list_changed", SpanKind.CLIENT)
     heard = _one(recorded, "notifications/tools/list_changed", SpanKind.SERVER)
@@ -143,12 +148,7 @@ def test_untraced_the_listen_is_told_no_trace_context(recorded: Recorded) -> Non
     service = _asking_service()
     server = Server("asking", services=[service])
     with _session(recorded, server, "pipe", "modern") as session:
-        listener = session.listen(tools=True, prompts=False)
-        try:
-            service.remove_tool("spare")
-            assert listener.next_event(10) == ListChanged("tools")
-        finally:
-            listener.close()
+        _hear_a_tools_change(session, service)
     heard = _one(recorded, "notifications/tools/list_changed", SpanKind.SERVER)
     assert heard.parent is None  # a root of its own: the server sent no context
 
