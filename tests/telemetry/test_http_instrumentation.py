@@ -31,7 +31,9 @@ CLIENT_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"
-TOOLS = ["echo", "worker_echo"]  # run on the WSGI thread, and on one of the server's workers
+TOOLS = ["echo", "worker_echo"]
+WSGI_SCOPE = "opentelemetry.instrumentation.wsgi"
+POSTS = {"modern": 1, "handshake": 2}  # a handshake-era call follows its session's initialize  # run on the WSGI thread, and on one of the server's workers
 
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
@@ -110,20 +112,25 @@ def _call(instrumented: Instrumented, era: str, tool: str, meta: dict[str, Any] 
     assert status == 200 and answer["result"]["content"][0]["text"] == "hi", answer
 
 
-def _spans(recorded: Recorded, tool: str) -> tuple[ReadableSpan, ReadableSpan]:
-    """The MCP span of the call, and the HTTP server span of the POST that carried it (which ends
-    as the WSGI server closes the response, a moment after the client has read all of it)."""
+def _spans(recorded: Recorded, tool: str, posts: int) -> tuple[ReadableSpan, ReadableSpan]:
+    """The MCP span of the call, and the HTTP server span of the POST that carried it: once the
+    spans of all `posts` POSTs have ended (the WSGI server ends one as it closes the response, a
+    moment after the client has read all of it), the last to begin before the call's."""
     found: list[ReadableSpan] = []
 
     def carried() -> bool:
         finished = recorded.spans.get_finished_spans()
-        found[:] = [span for span in finished if span.name == f"tools/call {tool}"]
-        found.extend(
-            span for span in finished
-            if span.instrumentation_scope is not None and span.instrumentation_scope.name == "opentelemetry.instrumentation.wsgi"
-            and found and span.start_time <= found[0].start_time and found[0].end_time <= span.end_time  # type: ignore[operator]
-        )
-        return len(found) == 2
+        calls = [span for span in finished if span.name == f"tools/call {tool}"]
+        if not calls:
+            return False
+        call = calls[0]
+        http = [span for span in finished if span.instrumentation_scope is not None and span.instrumentation_scope.name == WSGI_SCOPE]
+        if len(http) < posts:
+            return False
+        carrier = max((span for span in http if (span.start_time or 0) <= (call.start_time or 0)), key=lambda span: span.start_time or 0)
+        assert (carrier.end_time or 0) >= (call.end_time or 0)
+        found[:] = [call, carrier]
+        return True
 
     wait_until(carried)
     return found[0], found[1]
@@ -133,7 +140,7 @@ def _spans(recorded: Recorded, tool: str) -> tuple[ReadableSpan, ReadableSpan]:
 @pytest.mark.parametrize("era", ["modern", "handshake"])
 def test_the_meta_context_is_the_parent_and_the_http_span_a_link(recorded: Recorded, instrumented: Instrumented, era: str, tool: str) -> None:
     _call(instrumented, era, tool, meta={"traceparent": TRACEPARENT})
-    mcp, carrier = _spans(recorded, tool)
+    mcp, carrier = _spans(recorded, tool, POSTS[era])
     assert mcp.parent is not None and (f"{mcp.context.trace_id:032x}", f"{mcp.parent.span_id:016x}") == (CLIENT_TRACE, CLIENT_SPAN)
     assert [link.context.span_id for link in mcp.links] == [carrier.context.span_id]  # the transport's context, linked
     assert carrier.context.trace_id != mcp.context.trace_id  # the HTTP request had no context of its own
@@ -143,7 +150,7 @@ def test_the_meta_context_is_the_parent_and_the_http_span_a_link(recorded: Recor
 @pytest.mark.parametrize("era", ["modern", "handshake"])
 def test_without_meta_the_mcp_span_is_the_http_spans_child(recorded: Recorded, instrumented: Instrumented, era: str, tool: str) -> None:
     _call(instrumented, era, tool)
-    mcp, carrier = _spans(recorded, tool)
+    mcp, carrier = _spans(recorded, tool, POSTS[era])
     assert mcp.parent is not None and mcp.parent.span_id == carrier.context.span_id
     assert mcp.context.trace_id == carrier.context.trace_id and not mcp.links
 
@@ -153,7 +160,7 @@ def test_a_traceparent_header_puts_both_spans_in_the_clients_trace(recorded: Rec
     """The instrumentation continues the header; mcpsync then parents on the HTTP span (it does not
     take the header a second time, which would make the two spans siblings)."""
     _call(instrumented, "modern", tool, traceparent=TRACEPARENT)
-    mcp, carrier = _spans(recorded, tool)
+    mcp, carrier = _spans(recorded, tool, POSTS["modern"])
     assert carrier.parent is not None and f"{carrier.parent.span_id:016x}" == CLIENT_SPAN
     assert mcp.parent is not None and mcp.parent.span_id == carrier.context.span_id
     assert f"{mcp.context.trace_id:032x}" == CLIENT_TRACE
