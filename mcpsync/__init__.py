@@ -42,6 +42,7 @@ from .errors import ProtocolViolation as ProtocolViolation
 from .errors import SessionClosed as SessionClosed
 from .protocol.jsonrpc import ErrorCode as ErrorCode
 from .protocol.jsonrpc import McpError as McpError
+from .protocol.uri_template import UriTemplate as UriTemplate
 from .protocol.versions import Era as Era
 from .server import Server as Server
 
@@ -113,6 +114,7 @@ __all__ = [
     "ToolCall",
     "ToolError",
     "ToolResult",
+    "UriTemplate",
     "WsgiTransport",
     "__version__",
     "connect",

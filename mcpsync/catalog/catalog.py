@@ -50,7 +50,7 @@ class Snapshot:
     resource_index: dict[str, Resource]
     instructions: str | None
 
-    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str | list[str]]] | None:
         """The resource at `uri`, or the first template matching it with its variables."""
         resource = self.resource_index.get(uri)
         if resource is not None:
@@ -209,7 +209,7 @@ class Catalog:
     def list_templates(self) -> tuple[Any, ...]:
         return self._merged("resource template", self._snapshot.templates, lambda r: r.templates(), lambda e: e.uri_template)
 
-    def find_resource(self, uri: str) -> tuple[Any, dict[str, str]] | None:
+    def find_resource(self, uri: str) -> tuple[Any, dict[str, str | list[str]]] | None:
         """The resource at `uri` (local first), or the first template matching it, with its variables."""
         found = self._snapshot.find_resource(uri)
         if found is not None or not self._remotes:
@@ -223,7 +223,7 @@ class Catalog:
                 return template, variables
         return None
 
-    def find_resource_known(self, uri: str) -> tuple[Any, dict[str, str]] | None:
+    def find_resource_known(self, uri: str) -> tuple[Any, dict[str, str | list[str]]] | None:
         """`find_resource` without asking any upstream: an upstream's entries as its last lists
         had them (None if it has not been listed since it connected). For what must not wait on
         an upstream: an update may arrive on that upstream's own reader thread."""

@@ -1,9 +1,15 @@
 """Resource and ResourceTemplate: functions that return what lives at a URI, one fixed URI or every
-URI an RFC 6570 level-1/2 template (`{var}`, `{+var}`) matches.
+URI an RFC 6570 template matches (all four levels: `{var}`, `{+path}`, `{/segments*}`, `{.ext}`,
+`{?q,lang}`, `{var:3}`..., see `mcpsync.protocol.uri_template`).
 
-Strategy: both are a function described the same way (`_FunctionResource`); a template adds the
-regex its URIs are matched with, built once from the template, and the variables a client may
-complete. The gateway matches an upstream's templates with the same regex (`template_pattern`).
+Strategy: both are a function described the same way (`_FunctionResource`); a template adds its
+parsed `UriTemplate`, which matches a URI in linear time, and the variables a client may complete.
+The gateway matches an upstream's templates the same way.
+
+The values a URI gives are the client's words, and a function often makes a path of them. So,
+unless a template exempts a variable (`paths=`), a value holding a `..` segment, an absolute path
+or a NUL is refused (-32602) before the function runs, however it was encoded (`%2E%2E%2F`
+decodes to `../`); refused, not passed over, so a later, more permissive template is never tried.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ from typing import Any
 
 from ..auth.resource.principal import checked_scopes
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
+from ..protocol.uri_template import UriTemplate
 from . import content
 from ._entry import call_with_context, context_param, describe
 from .completion import Completer, completion_result
 from .context import Context
 
-_TEMPLATE_VAR = re.compile(r"\{(\+?)([A-Za-z_][A-Za-z0-9_]*)\}")
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 
 
 class _FunctionResource:
@@ -43,7 +50,7 @@ class _FunctionResource:
         describe(wire, self.title, self.description, self.mime_type)
         return wire
 
-    def _contents(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
+    def _contents(self, uri: str, variables: dict[str, str | list[str]], ctx: Context) -> list[dict[str, Any]]:
         return content.text_contents(uri, call_with_context(self.fn, dict(variables), self._context_param, ctx), self.mime_type)
 
 
@@ -67,7 +74,7 @@ class Resource(_FunctionResource):
     def definition(self) -> dict[str, Any]:
         return self._definition("uri", self.uri)
 
-    def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
+    def read(self, uri: str, variables: dict[str, str | list[str]], ctx: Context) -> list[dict[str, Any]]:
         return self._contents(uri, {}, ctx)
 
 
@@ -85,22 +92,40 @@ class ResourceTemplate(_FunctionResource):
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
         scopes: Iterable[str] = (),
+        paths: Iterable[str] = (),
     ) -> None:
+        """`paths`: variables whose values may be any path (`..` segments, absolute paths); the
+        others' are refused them (see the module's docstring).
+
+        Raises:
+            ValueError: a malformed template or one that cannot be matched (`UriTemplate`), or
+                completions or `paths` naming a variable the template does not have.
+        """
         super().__init__(fn, name, title, description, mime_type, scopes)
         self.uri_template = uri_template
-        self.variables = template_variables(uri_template)
-        self._pattern = template_pattern(uri_template)
+        self._template = UriTemplate(uri_template)
+        self._template.check_matchable()
+        self.variables = self._template.variables
         self.completions: dict[str, Completer] = dict(complete or {})
-        unknown = set(self.completions) - set(self.variables)
-        if unknown:
-            raise ValueError(f"resource template {uri_template!r}: completions for unknown variable(s) {sorted(unknown)}")
+        self.paths = frozenset(paths)
+        for what, names in (("completions", self.completions), ("paths", self.paths)):
+            unknown = set(names) - set(self.variables)
+            if unknown:
+                raise ValueError(f"resource template {uri_template!r}: {what} for unknown variable(s) {sorted(unknown)}")
 
     def definition(self) -> dict[str, Any]:
         return self._definition("uriTemplate", self.uri_template)
 
-    def match(self, uri: str) -> dict[str, str] | None:
-        found = self._pattern.fullmatch(uri)
-        return found.groupdict() if found else None
+    def match(self, uri: str) -> dict[str, str | list[str]] | None:
+        """The URI's values, or None if it is not this template's.
+
+        Raises:
+            McpError: -32602, a value that is a path where none may be (see the module's docstring).
+        """
+        values = self._template.match(uri)
+        if values is not None:
+            refuse_paths(values, self.paths, self.uri_template)
+        return values
 
     def complete(self, argument: str, value: str, given: Mapping[str, str]) -> dict[str, Any]:
         """The `completion/complete` result for one of this template's variables."""
@@ -108,29 +133,25 @@ class ResourceTemplate(_FunctionResource):
             raise invalid_params(f"Resource template '{self.uri_template}' has no variable '{argument}'")
         return completion_result(self.completions.get(argument), value, given)
 
-    def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]]:
+    def read(self, uri: str, variables: dict[str, str | list[str]], ctx: Context) -> list[dict[str, Any]]:
         return self._contents(uri, variables, ctx)
 
 
-def template_variables(template: str) -> tuple[str, ...]:
-    """The names of a URI template's variables, in order; none: the URI is a fixed one."""
-    return tuple(match.group(2) for match in _TEMPLATE_VAR.finditer(template))
+def refuse_paths(values: Mapping[str, str | list[str]], exempt: frozenset[str], template: str) -> None:
+    """-32602 for the first value (or list item) of a variable not in `exempt` that holds a `..`
+    segment, an absolute path (POSIX, Windows or UNC) or a NUL."""
+    for name, value in values.items():
+        if name in exempt:
+            continue
+        for item in value if isinstance(value, list) else (value,):
+            if _is_path_attack(item):
+                raise invalid_params(f"URI template {template!r}: the value of {name!r} is a path it may not be (.., absolute, or NUL)")
 
 
-def template_pattern(template: str) -> re.Pattern[str]:
-    """A regex matching the URIs of an RFC 6570 level-1/2 template, with a group per variable."""
-    return re.compile(_template_regex(template))
-
-
-def _template_regex(template: str) -> str:
-    parts, last = [], 0
-    for match in _TEMPLATE_VAR.finditer(template):
-        parts.append(re.escape(template[last : match.start()]))
-        allowed = ".+?" if match.group(1) else "[^/?#]+"
-        parts.append(f"(?P<{match.group(2)}>{allowed})")
-        last = match.end()
-    parts.append(re.escape(template[last:]))
-    return "".join(parts)
+def _is_path_attack(value: str) -> bool:
+    if "\0" in value or value.startswith(("/", "\\")) or _DRIVE.match(value):
+        return True
+    return ".." in re.split(r"[\\/]", value)
 
 
 def resource_not_found(uri: str, *, modern: bool) -> McpError:

@@ -17,14 +17,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, overload
 
+from ..protocol.uri_template import UriTemplate
 from .completion import Completer as Completer
 from .completion import completion_result as completion_result
 from .prompt import Prompt as Prompt
 from .resource import Resource as Resource
 from .resource import ResourceTemplate as ResourceTemplate
 from .resource import resource_not_found as resource_not_found
-from .resource import template_pattern as template_pattern
-from .resource import template_variables
 from .tool import Tool as Tool
 from .tool import error_result as error_result
 
@@ -149,19 +148,24 @@ class Service:
         mime_type: str | None = None,
         complete: Mapping[str, Completer] | None = None,
         scopes: Iterable[str] = (),
+        paths: Iterable[str] = (),
     ) -> Callable[[F], F]:
-        """Register a function as a resource; a URI with `{variables}` makes it a template (and
-        only a template has variables to `complete`). The keywords are those of `Resource` and
-        `ResourceTemplate`."""
+        """Register a function as a resource; a URI with `{variables}` (RFC 6570) makes it a
+        template (and only a template has variables to `complete`, or `paths`). The keywords are
+        those of `Resource` and `ResourceTemplate`.
+
+        Raises:
+            ValueError: a malformed URI template, or one that cannot be matched (`UriTemplate`).
+        """
 
         def register(func: F) -> F:
-            if template_variables(uri):
-                self.add_template(
-                    ResourceTemplate(func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete, scopes=scopes)
-                )
+            if UriTemplate(uri).variables:
+                self.add_template(ResourceTemplate(
+                    func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete, scopes=scopes, paths=paths,
+                ))
             else:
-                if complete is not None:
-                    raise TypeError(f"resource {uri!r} has no template variables to complete")
+                if complete is not None or paths:
+                    raise TypeError(f"resource {uri!r} has no template variables to complete or to take paths")
                 self.add_resource(Resource(func, uri, name=name, title=title, description=description, mime_type=mime_type, scopes=scopes))
             return func
 

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 from .._process_groups import Watchdog
 from ..catalog.catalog import STALE
 from ..catalog.context import Context
-from ..catalog.service import template_pattern
 from ..errors import McpsyncError
 from ..protocol.jsonrpc import ErrorCode, McpError
+from ..protocol.uri_template import UriTemplate
 from .forwarded import ForwardedCall, strip_era_fields
 from .relay import ClientRoots, Relay, parked_call_id
 from .upstream_tasks import run_upstream_task
@@ -171,7 +171,7 @@ class RemoteResource:
     def definition(self) -> dict[str, Any]:
         return dict(self._definition)
 
-    def read(self, uri: str, variables: dict[str, str], ctx: Context) -> list[dict[str, Any]] | dict[str, Any]:
+    def read(self, uri: str, variables: dict[str, str | list[str]], ctx: Context) -> list[dict[str, Any]] | dict[str, Any]:
         """The contents; or, when the upstream asked a 2026-07-28 client something, the
         `input_required` result (which the engine answers as it is)."""
         result = self.source.forward("resources/read", {"uri": uri}, ctx)
@@ -188,11 +188,16 @@ class RemoteTemplate(RemoteResource):
         self.uri = self.uri_template
         self.name = definition.get("name", self.uri_template)
         self._definition = definition
-        self._pattern = template_pattern(self.uri_template)
+        try:
+            self._template: UriTemplate | None = UriTemplate(self.uri_template)
+            self._template.check_matchable()
+        except ValueError as exc:  # listed as it is, but no URI is routed to it by the template
+            log.warning("upstream %s: its resource template cannot be matched: %s", source.name, exc)
+            self._template = None
 
-    def match(self, uri: str) -> dict[str, str] | None:
-        found = self._pattern.fullmatch(uri)
-        return found.groupdict() if found else None
+    def match(self, uri: str) -> dict[str, str | list[str]] | None:
+        """The URI's values, or None. The upstream checks them: it knows which may be paths."""
+        return self._template.match(uri) if self._template is not None else None
 
     def complete(self, argument: str, value: str, given: dict[str, Any]) -> dict[str, Any]:
         ref = {"type": "ref/resource", "uri": self.uri_template}

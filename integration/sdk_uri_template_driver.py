@@ -1,0 +1,63 @@
+"""The official Python SDK on RFC 6570 templates, for integration/test_uri_templates.py. Run with the
+peers venv's python; it imports `mcp` and never mcpsync.
+
+    match FILE: reads [[template, uri], ...] as JSON from FILE and prints, for each pair, the
+           values the SDK's own matcher (`mcp.shared.uri_template.UriTemplate`) finds, None for
+           no match, or {"refused": reason} for a template it will not parse.
+    read MODE FILE -- COMMAND...: starts COMMAND as a stdio server, connects the SDK's client in
+           MODE ("legacy" or "auto"), reads each URI of the JSON list in FILE with
+           `resources/read`, and prints [{"uri", "text"} or {"uri", "error": [code, message]}].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+
+
+def match(path: str) -> None:
+    from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
+    results: list[Any] = []
+    with open(path, encoding="utf-8") as given:
+        pairs = json.load(given)
+    for template, uri in pairs:
+        try:
+            parsed = UriTemplate.parse(template)
+        except InvalidUriTemplate as exc:
+            results.append({"refused": str(exc)})
+            continue
+        results.append(parsed.match(uri))
+    print(json.dumps(results))
+
+
+async def read(mode: str, command: list[str], uris: list[str]) -> None:
+    from mcp import Client, MCPError, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    # the SDK passes only HOME, PATH and the like by default: the server needs ours (its venv)
+    params = stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ)))
+    results: list[dict[str, Any]] = []
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode) as client:
+            for uri in uris:
+                try:
+                    result = await client.read_resource(uri)
+                except MCPError as exc:
+                    results.append({"uri": uri, "error": [exc.error.code, exc.error.message]})
+                    continue
+                results.append({"uri": uri, "text": result.contents[0].text})  # type: ignore[union-attr]
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "match":
+        match(sys.argv[2])
+    else:
+        with open(sys.argv[3], encoding="utf-8") as listed:
+            uris = json.load(listed)
+        anyio.run(read, sys.argv[2], sys.argv[sys.argv.index("--") + 1 :], uris)
