@@ -16,7 +16,7 @@ from mcpsync.protocol.uri_template import UriTemplate
 
 pytestmark = pytest.mark.timeout(120)
 
-DRIVER = Path(__file__).with_name("sdk_uri_template_driver.py")
+DRIVER = Path(__file__).with_name("sdk_catalog_driver.py")
 APP = Path(__file__).parent / "fixtures" / "templates_app.py"
 
 AGREED = [

@@ -20,6 +20,7 @@ from .catalog.context import AskCancelled as AskCancelled
 from .catalog.context import AskTimeout as AskTimeout
 from .catalog.context import ClientRefused as ClientRefused
 from .catalog.context import Context as Context
+from .catalog.icons import Icon as Icon
 from .catalog.questions import InputRequired as InputRequired
 from .catalog.questions import Question as Question
 from .catalog.service import Prompt as Prompt
@@ -90,6 +91,7 @@ __all__ = [
     "Era",
     "ErrorCode",
     "HttpServing",
+    "Icon",
     "Image",
     "InputRequired",
     "InputRoundsExceeded",

@@ -22,6 +22,7 @@ from ._process import isolate_stdio as isolate_stdio
 from ._version import __version__
 from .catalog.catalog import Catalog
 from .catalog.context import Context
+from .catalog.icons import Icon, checked_icons
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
 from .engine.interceptors import Interceptor
@@ -61,6 +62,9 @@ class Server:
 
     Args:
         name, version, title: what the server reports about itself (`serverInfo`).
+        description, website_url, icons: what else it says of itself (`serverInfo`, MCP
+            2025-11-25 and later; an older handshake-era client is sent none of them); icons as
+            `Icon`s or mappings, checked (see `mcpsync.catalog.icons`).
         services: the services to serve from the start (more can be added later).
         instructions: guidance for the model; defaults to the services' instructions, joined.
         interceptors: hooks around every request and tool call (see `Interceptor`).
@@ -142,12 +146,24 @@ class Server:
         max_sessions_per_caller: int = DEFAULT_MAX_SESSIONS_PER_CALLER,
         tasks: TaskRunner | None = None,
         telemetry: Telemetry | None = None,
+        description: str | None = None,
+        website_url: str | None = None,
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
     ) -> None:
         if max_sessions_per_caller < 1:
             raise ValueError("max_sessions_per_caller must be at least 1")
         server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
             server_info["title"] = title
+        if description:
+            server_info["description"] = description
+        if website_url:
+            if not website_url.lower().startswith(("https://", "http://")):
+                raise ValueError(f"website_url must be an http(s) URL, not {website_url[:80]!r}")
+            server_info["websiteUrl"] = website_url
+        checked = checked_icons(icons, "server")
+        if checked:
+            server_info["icons"] = list(checked)
         self.catalog = Catalog(services)
         self.engine = Engine(
             self.catalog,

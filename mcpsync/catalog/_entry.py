@@ -62,7 +62,10 @@ def call_shaped(fn: Callable[..., Any], shape: FunctionShape, arguments: dict[st
     return call_with_context(fn, kwargs, shape.context_param, ctx)
 
 
-def describe(wire: dict[str, Any], title: str | None, description: str | None, mime_type: str | None = None) -> None:
+def describe(
+    wire: dict[str, Any], title: str | None, description: str | None, mime_type: str | None = None,
+    icons: tuple[dict[str, Any], ...] = (), meta: dict[str, Any] | None = None,
+) -> None:
     """Add the optional fields of a definition, each only when set (an empty one is left out)."""
     if title:
         wire["title"] = title
@@ -70,3 +73,7 @@ def describe(wire: dict[str, Any], title: str | None, description: str | None, m
         wire["description"] = description
     if mime_type:
         wire["mimeType"] = mime_type
+    if icons:
+        wire["icons"] = [dict(icon) for icon in icons]
+    if meta:
+        wire["_meta"] = meta

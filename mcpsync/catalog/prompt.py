@@ -17,6 +17,7 @@ from . import content
 from ._entry import call_shaped, describe, has_positional_only
 from .completion import Completer, completion_result
 from .context import Context
+from .icons import Icon, checked_icons
 from .schema import describe_function
 from .validation import FieldErrors
 
@@ -41,9 +42,13 @@ class Prompt:
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
         scopes: Iterable[str] = (),
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
+        meta: dict[str, Any] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.icons = checked_icons(icons, f"prompt {self.name!r}")
+        self.meta = meta
         self.scopes = frozenset(checked_scopes(scopes, f"prompt {self.name!r}: scopes"))
         """OAuth scopes a caller's token needs to see and get it (see `Auth`)."""
         self._shape = describe_function(fn, context_type=Context)
@@ -63,7 +68,7 @@ class Prompt:
 
     def definition(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}
-        describe(wire, self.title, self.description)
+        describe(wire, self.title, self.description, icons=self.icons, meta=self.meta)
         arguments = []
         for arg in self.arguments:
             entry: dict[str, Any] = {"name": arg.name, "required": arg.required}

@@ -25,6 +25,7 @@ from . import content
 from ._entry import call_with_context, context_param, describe
 from .completion import Completer, completion_result
 from .context import Context
+from .icons import Icon, checked_icons
 
 _DRIVE = re.compile(r"[A-Za-z]:[\\/]")
 
@@ -34,10 +35,13 @@ class _FunctionResource:
     described (name from the function, description from its docstring unless given)."""
 
     def __init__(
-        self, fn: Callable[..., Any], name: str | None, title: str | None, description: str | None, mime_type: str | None, scopes: Iterable[str]
+        self, fn: Callable[..., Any], name: str | None, title: str | None, description: str | None, mime_type: str | None, scopes: Iterable[str],
+        icons: Iterable[Icon | Mapping[str, Any]], meta: dict[str, Any] | None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.icons = checked_icons(icons, f"resource {self.name!r}")
+        self.meta = meta
         self.scopes = frozenset(checked_scopes(scopes, f"resource {self.name!r}: scopes"))
         """OAuth scopes a caller's token needs to see and read it (see `Auth`)."""
         self.title = title
@@ -47,7 +51,7 @@ class _FunctionResource:
 
     def _definition(self, key: str, value: str) -> dict[str, Any]:
         wire: dict[str, Any] = {key: value, "name": self.name}
-        describe(wire, self.title, self.description, self.mime_type)
+        describe(wire, self.title, self.description, self.mime_type, self.icons, self.meta)
         return wire
 
     def _contents(self, uri: str, variables: dict[str, str | list[str]], ctx: Context) -> list[dict[str, Any]]:
@@ -67,8 +71,10 @@ class Resource(_FunctionResource):
         description: str | None = None,
         mime_type: str | None = None,
         scopes: Iterable[str] = (),
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
+        meta: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(fn, name, title, description, mime_type, scopes)
+        super().__init__(fn, name, title, description, mime_type, scopes, icons, meta)
         self.uri = uri
 
     def definition(self) -> dict[str, Any]:
@@ -93,6 +99,8 @@ class ResourceTemplate(_FunctionResource):
         complete: Mapping[str, Completer] | None = None,
         scopes: Iterable[str] = (),
         paths: Iterable[str] = (),
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
+        meta: dict[str, Any] | None = None,
     ) -> None:
         """`paths`: variables whose values may be any path (`..` segments, absolute paths); the
         others' are refused them (see the module's docstring).
@@ -101,7 +109,7 @@ class ResourceTemplate(_FunctionResource):
             ValueError: a malformed template or one that cannot be matched (`UriTemplate`), or
                 completions or `paths` naming a variable the template does not have.
         """
-        super().__init__(fn, name, title, description, mime_type, scopes)
+        super().__init__(fn, name, title, description, mime_type, scopes, icons, meta)
         self.uri_template = uri_template
         self._template = UriTemplate(uri_template)
         self._template.check_matchable()

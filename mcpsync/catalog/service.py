@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar, overload
 from ..protocol.uri_template import UriTemplate
 from .completion import Completer as Completer
 from .completion import completion_result as completion_result
+from .icons import Icon as Icon
 from .prompt import Prompt as Prompt
 from .resource import Resource as Resource
 from .resource import ResourceTemplate as ResourceTemplate
@@ -102,6 +103,7 @@ class Service:
         output_schema: dict[str, Any] | None = None,
         annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
         single_use_state: bool = False,
@@ -130,6 +132,8 @@ class Service:
         description: str | None = None,
         complete: Mapping[str, Completer] | None = None,
         scopes: Iterable[str] = (),
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
+        meta: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def prompt(self, fn: F | None = None, **options: Any) -> F | Callable[[F], F]:
@@ -149,6 +153,8 @@ class Service:
         complete: Mapping[str, Completer] | None = None,
         scopes: Iterable[str] = (),
         paths: Iterable[str] = (),
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
+        meta: dict[str, Any] | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a resource; a URI with `{variables}` (RFC 6570) makes it a
         template (and only a template has variables to `complete`, or `paths`). The keywords are
@@ -162,11 +168,14 @@ class Service:
             if UriTemplate(uri).variables:
                 self.add_template(ResourceTemplate(
                     func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete, scopes=scopes, paths=paths,
+                    icons=icons, meta=meta,
                 ))
             else:
                 if complete is not None or paths:
                     raise TypeError(f"resource {uri!r} has no template variables to complete or to take paths")
-                self.add_resource(Resource(func, uri, name=name, title=title, description=description, mime_type=mime_type, scopes=scopes))
+                self.add_resource(Resource(
+                    func, uri, name=name, title=title, description=description, mime_type=mime_type, scopes=scopes, icons=icons, meta=meta,
+                ))
             return func
 
         return register

@@ -10,13 +10,14 @@ before the function runs, and what it returns against the output schema (`to_res
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..auth.resource.principal import checked_scopes
 from . import content
 from ._entry import call_shaped, call_with_context, context_param, describe, has_positional_only
 from .context import Context
+from .icons import Icon, checked_icons
 from .schema import FunctionShape, describe_function, structured_output, to_jsonable
 from .validation import ArgumentValidator, FieldErrors, InvalidArguments, SchemaCheck, check_schema
 
@@ -41,6 +42,7 @@ class Tool:
         output_schema: dict[str, Any] | None = None,
         annotations: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
+        icons: Iterable[Icon | Mapping[str, Any]] = (),
         requires: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
         single_use_state: bool = False,
@@ -82,6 +84,7 @@ class Tool:
         self.output_schema = output_schema
         self.annotations = annotations
         self.meta = meta
+        self.icons = checked_icons(icons, f"tool {self.name!r}")
         self._positional_only = has_positional_only(fn)
         self._validator = ArgumentValidator(input_schema if self._shape is None else self._shape.validation_schema, f"tool '{self.name}'")
         self._output_check = SchemaCheck(output_schema) if output_schema else None
@@ -95,7 +98,7 @@ class Tool:
     def definition(self) -> dict[str, Any]:
         """The `Tool` object of `tools/list`."""
         wire: dict[str, Any] = {"name": self.name, "inputSchema": self.input_schema}
-        describe(wire, self.title, self.description)
+        describe(wire, self.title, self.description, icons=self.icons)
         if self.output_schema:
             wire["outputSchema"] = self.output_schema
         if self.annotations:

@@ -18,7 +18,7 @@ from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import Era
 from . import mrtr
 from .interceptors import Call
-from .operations import make_context, page, permitted, require_scopes
+from .operations import for_version, make_context, page, permitted, require_scopes
 from .served import Served
 
 log = logging.getLogger("mcpsync")
@@ -35,7 +35,8 @@ def _asking_failed(what: str, exc: Exception) -> McpError:
 # -- prompts --------------------------------------------------------------------------------------
 
 def list_prompts(served: Served, call: Call) -> dict[str, Any]:
-    return page(served, call, permitted(call, served.catalog.list_prompts()), "prompts", lambda prompt: prompt.definition())
+    version = call.protocol_version
+    return page(served, call, permitted(call, served.catalog.list_prompts()), "prompts", lambda prompt: for_version(prompt.definition(), version))
 
 
 def get_prompt(served: Served, call: Call) -> dict[str, Any]:
@@ -64,11 +65,14 @@ def get_prompt(served: Served, call: Call) -> dict[str, Any]:
 # -- resources ------------------------------------------------------------------------------------
 
 def list_resources(served: Served, call: Call) -> dict[str, Any]:
-    return page(served, call, permitted(call, served.catalog.list_resources()), "resources", lambda resource: resource.definition())
+    version = call.protocol_version
+    return page(served, call, permitted(call, served.catalog.list_resources()), "resources", lambda resource: for_version(resource.definition(), version))
 
 
 def list_resource_templates(served: Served, call: Call) -> dict[str, Any]:
-    return page(served, call, permitted(call, served.catalog.list_templates()), "resourceTemplates", lambda template: template.definition())
+    version = call.protocol_version
+    entries = permitted(call, served.catalog.list_templates())
+    return page(served, call, entries, "resourceTemplates", lambda template: for_version(template.definition(), version))
 
 
 def read_resource(served: Served, call: Call) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def initialize(served: Served, call: Call) -> dict[str, Any]:
     result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": server_capabilities(served, call),
-        "serverInfo": served.server_info,
+        "serverInfo": server_info_for(served, version),
     }
     instructions = _instructions(served)
     if instructions:
@@ -300,11 +300,28 @@ def require_scopes(call: Call, entry: Scoped, what: str) -> None:
         raise InsufficientScope(entry.scopes, what)
 
 
+def for_version(definition: dict[str, Any], version: str | None) -> dict[str, Any]:
+    """An entry's definition (a prompt's, a resource's, a template's: a copy when anything goes)
+    without what the negotiated version does not have: `icons` came with 2025-11-25, `title`
+    with 2025-06-18."""
+    old = [key for key, since in (("icons", "2025-11-25"), ("title", "2025-06-18")) if key in definition and not version_at_least(version, since)]
+    return {key: value for key, value in definition.items() if key not in old} if old else definition
+
+
+def server_info_for(served: Served, version: str | None) -> dict[str, Any]:
+    """`serverInfo` as the negotiated version has it: `description`, `websiteUrl` and `icons`
+    came with 2025-11-25, `title` with 2025-06-18."""
+    info = served.server_info
+    if version_at_least(version, "2025-11-25"):
+        return info
+    old = {"description", "websiteUrl", "icons"} | (set() if version_at_least(version, "2025-06-18") else {"title"})
+    return {key: value for key, value in info.items() if key not in old}
+
+
 def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
-    wire = tool.definition()
+    wire = for_version(tool.definition(), version)
     if not version_at_least(version, "2025-06-18"):
-        for key in ("outputSchema", "title"):
-            wire.pop(key, None)
+        wire.pop("outputSchema", None)
     if not version_at_least(version, "2025-03-26"):
         wire.pop("annotations", None)
     if not version_at_least(version, "2025-11-25"):

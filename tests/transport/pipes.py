@@ -86,9 +86,9 @@ class PipeClient:
                 return frame, before
             before.append(frame)
 
-    def initialize(self) -> dict[str, Any]:
+    def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
         response, _ = self.request(
-            "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, id="init"
+            "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, id="init"
         )
         return response
 

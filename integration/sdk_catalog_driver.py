@@ -1,5 +1,6 @@
-"""The official Python SDK on RFC 6570 templates, for integration/test_uri_templates.py. Run with the
-peers venv's python; it imports `mcp` and never mcpsync.
+"""The official Python SDK on mcpsync's catalog: its matcher on RFC 6570 templates, its client reading
+through them (integration/test_uri_templates.py), and what its models make of the listings
+(integration/test_icons.py). Run with the peers venv's python; it imports `mcp`, never mcpsync.
 
     match FILE: reads [[template, uri], ...] as JSON from FILE and prints, for each pair, the
            values the SDK's own matcher (`mcp.shared.uri_template.UriTemplate`) finds, None for
@@ -7,6 +8,9 @@ peers venv's python; it imports `mcp` and never mcpsync.
     read MODE FILE -- COMMAND...: starts COMMAND as a stdio server, connects the SDK's client in
            MODE ("legacy" or "auto"), reads each URI of the JSON list in FILE with
            `resources/read`, and prints [{"uri", "text"} or {"uri", "error": [code, message]}].
+    list MODE -- COMMAND...: connects as `read` does, lists tools, prompts, resources and templates,
+           and prints them and the server's info as the SDK's models parsed them (`model_dump`
+           by alias: a field the SDK does not know, or rejects, is not there).
 """
 
 from __future__ import annotations
@@ -54,9 +58,30 @@ async def read(mode: str, command: list[str], uris: list[str]) -> None:
     print(json.dumps(results))
 
 
+async def listing(mode: str, command: list[str]) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ)))
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode) as client:
+            dump = {
+                "serverInfo": client.server_info.model_dump(by_alias=True, exclude_none=True) if client.server_info else None,
+                "tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in (await client.list_tools()).tools],
+                "prompts": [prompt.model_dump(by_alias=True, exclude_none=True) for prompt in (await client.list_prompts()).prompts],
+                "resources": [resource.model_dump(by_alias=True, exclude_none=True) for resource in (await client.list_resources()).resources],
+                "templates": [
+                    template.model_dump(by_alias=True, exclude_none=True) for template in (await client.list_resource_templates()).resource_templates
+                ],
+            }
+    print(json.dumps(dump))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "match":
         match(sys.argv[2])
+    elif sys.argv[1] == "list":
+        anyio.run(listing, sys.argv[2], sys.argv[sys.argv.index("--") + 1 :])
     else:
         with open(sys.argv[3], encoding="utf-8") as listed:
             uris = json.load(listed)
