@@ -32,6 +32,7 @@ import os
 import shlex
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -327,3 +328,19 @@ def test_client_over_streamable_http(everything_http: str) -> None:
         )
         assert "completed" in text_of(done)
         assert_increasing_progress(seen, 3)
+
+
+def test_inspect_draws_server_everything_on_one_page(everything: list[str]) -> None:
+    """`mcpsync inspect` on a server nobody here wrote: every section, its enum and default
+    parameters, its structured output and its templates, read from what it declares."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpsync", "inspect", "--", *everything], capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"{UPSTREAM_NAME} ") and "(MCP 2025-11-25)" in lines[0]
+    assert any(line.startswith("  echo(message: string)") for line in lines)
+    assert any(line.startswith('  get-structured-content(location: "New York"|"Chicago"|"Los Angeles") -> {temperature: number') for line in lines)
+    assert any(line.startswith("  args-prompt(city, state?)") for line in lines)
+    for section in ("tools (", "prompts (", "resources (", "resource templates ("):
+        assert any(line.startswith(section) for line in lines), section
