@@ -164,7 +164,7 @@ def test_the_readme_and_the_quick_start_say_the_same_set_up() -> None:
 FILES_OF_OTHERS = {
     "NAME.py", "docs/examples/NAME.py",  # docs/dev/docs.rst: a placeholder for an example's name
     "transport_security.py", "mcpserver/resolve.py",  # the official SDKs' sources, cited by name
-    "claude_desktop_config.json",  # a user's own client configuration
+    "claude_desktop_config.json", ".mcp.json",  # a user's own client configurations
 }
 """Files a page may name that are not the repository's: everything else it names, a reader of the
 repository must be able to open."""

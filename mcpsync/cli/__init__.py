@@ -1,8 +1,8 @@
 """The `mcpsync` command: thin click wiring over the library, one module per family of commands.
 
 `serve` (serving, with `_serve_auth`, `_serve_build`, `config`, `loader` and `demo` beside it),
-`clients` (tools, call, listen), `inspecting` (inspect), `tasks` (tasks, and what call --task
-does) and `login` (login, logout, with `_login`). Each command parses its options, builds the library's objects and calls
+`clients` (tools, call, listen), `inspecting` (inspect), `install` (with `_jsonc`), `tasks`
+(tasks, and what call --task does) and `login` (login, logout, with `_login`). Each command parses its options, builds the library's objects and calls
 them: what a command does, a Python program does with the same calls. The entry point is `mcpsync.cli:cli`.
 
 A family's module is imported when one of its commands runs (or `--help` lists them all), not
@@ -26,6 +26,7 @@ COMMANDS = {
     "call": ("clients", "call"),
     "listen": ("clients", "listen"),
     "inspect": ("inspecting", "inspect"),
+    "install": ("install", "install"),
     "tasks": ("tasks", "tasks"),
     "login": ("login", "login"),
     "logout": ("login", "logout"),
