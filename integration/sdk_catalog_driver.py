@@ -54,7 +54,10 @@ async def read(mode: str, command: list[str], uris: list[str]) -> None:
                 except MCPError as exc:
                     results.append({"uri": uri, "error": [exc.error.code, exc.error.message]})
                     continue
-                results.append({"uri": uri, "text": result.contents[0].text})  # type: ignore[union-attr]
+                read = {"uri": uri, "text": result.contents[0].text}  # type: ignore[union-attr]
+                if getattr(result, "ttl_ms", None) is not None:  # 2026-07-28's cache hints, as the SDK parsed them
+                    read.update(ttlMs=result.ttl_ms, cacheScope=result.cache_scope)
+                results.append(read)
     print(json.dumps(results))
 
 

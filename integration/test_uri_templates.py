@@ -75,5 +75,8 @@ def test_the_official_sdk_client_reads_through_level_3_and_4_templates(peers_pyt
     assert read[uris[1]]["text"] == "search 'x' in en"
     assert read[uris[2]]["text"] == "a > b c > d"
     assert read[uris[3]]["text"] == "file docs/guide.md"
+    if mode == "auto":  # 2026-07-28's cache hints (the SDK's models fill in its defaults in the handshake era)
+        assert (read[uris[3]]["ttlMs"], read[uris[3]]["cacheScope"]) == (30_000, "public")  # the resource's own
+        assert (read[uris[0]]["ttlMs"], read[uris[0]]["cacheScope"]) == (0, "private")  # the server's
     code, message = read[uris[4]]["error"]
     assert code == -32602 and "is a path it may not be" in message

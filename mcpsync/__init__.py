@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ._version import __version__ as __version__
+from .catalog.cache_hint import CacheHint as CacheHint
 from .catalog.content import Audio as Audio
 from .catalog.content import Image as Image
 from .catalog.content import ResourceNotFound as ResourceNotFound
@@ -81,6 +82,7 @@ __all__ = [
     "AskCancelled",
     "AskTimeout",
     "Audio",
+    "CacheHint",
     "Call",
     "CallCancelled",
     "CallTimeout",

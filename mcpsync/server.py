@@ -20,6 +20,7 @@ from ._process import StdioWire as StdioWire  # re-exported: serve_stdio takes o
 from ._process import graceful_signals
 from ._process import isolate_stdio as isolate_stdio
 from ._version import __version__
+from .catalog.cache_hint import CacheHint
 from .catalog.catalog import Catalog
 from .catalog.context import Context
 from .catalog.icons import Icon, checked_icons
@@ -73,7 +74,9 @@ class Server:
         workers: threads running requests concurrently on each stdio connection (and per HTTP app).
         max_frame_bytes: the longest stdio line accepted (longer ones are answered -32600), and
             the largest HTTP request body (413).
-        ttl_ms, cache_scope: the cache hints of 2026-07-28 list results.
+        ttl_ms, cache_scope: the cache hints of 2026-07-28 list results (and discovery, and reads).
+        cache_hints: a method's own hint, `{"tools/list": CacheHint(60_000, "public")}`, over
+            those two (see `mcpsync.catalog.cache_hint`; a resource may have its own for its reads).
         shutdown_timeout: how long `shutdown()` waits for running requests.
         drain_timeout: how long end of input waits for running requests.
         write_timeout: seconds a stdio client may leave this server's output unread, while answers
@@ -132,6 +135,7 @@ class Server:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         ttl_ms: int = 0,
         cache_scope: str = "private",
+        cache_hints: Mapping[str, CacheHint] | None = None,
         shutdown_timeout: float = 5.0,
         drain_timeout: float = 30.0,
         write_timeout: float = DEFAULT_WRITE_TIMEOUT,
@@ -174,6 +178,7 @@ class Server:
             page_size=page_size,
             ttl_ms=ttl_ms,
             cache_scope=cache_scope,
+            cache_hints=cache_hints,
             request_state_secret=request_state_secret,
             request_state_ttl=request_state_ttl,
             ask_timeout=ask_timeout,

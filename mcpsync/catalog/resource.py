@@ -23,6 +23,7 @@ from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.uri_template import UriTemplate
 from . import content
 from ._entry import call_with_context, context_param, describe
+from .cache_hint import CacheHint
 from .completion import Completer, completion_result
 from .context import Context
 from .icons import Icon, checked_icons
@@ -36,9 +37,13 @@ class _FunctionResource:
 
     def __init__(
         self, fn: Callable[..., Any], name: str | None, title: str | None, description: str | None, mime_type: str | None, scopes: Iterable[str],
-        icons: Iterable[Icon | Mapping[str, Any]], meta: dict[str, Any] | None,
+        icons: Iterable[Icon | Mapping[str, Any]], meta: dict[str, Any] | None, cache: CacheHint | None,
     ) -> None:
         self.fn = fn
+        if cache is not None and not isinstance(cache, CacheHint):
+            raise TypeError(f"resource {name or fn.__name__!r}: cache must be a CacheHint")
+        self.cache = cache
+        """How long a 2026-07-28 client may keep what a read of it gives (None: the server's hint)."""
         self.name = name or fn.__name__
         self.icons = checked_icons(icons, f"resource {self.name!r}")
         self.meta = meta
@@ -73,8 +78,9 @@ class Resource(_FunctionResource):
         scopes: Iterable[str] = (),
         icons: Iterable[Icon | Mapping[str, Any]] = (),
         meta: dict[str, Any] | None = None,
+        cache: CacheHint | None = None,
     ) -> None:
-        super().__init__(fn, name, title, description, mime_type, scopes, icons, meta)
+        super().__init__(fn, name, title, description, mime_type, scopes, icons, meta, cache)
         self.uri = uri
 
     def definition(self) -> dict[str, Any]:
@@ -101,6 +107,7 @@ class ResourceTemplate(_FunctionResource):
         paths: Iterable[str] = (),
         icons: Iterable[Icon | Mapping[str, Any]] = (),
         meta: dict[str, Any] | None = None,
+        cache: CacheHint | None = None,
     ) -> None:
         """`paths`: variables whose values may be any path (`..` segments, absolute paths); the
         others' are refused them (see the module's docstring).
@@ -109,7 +116,7 @@ class ResourceTemplate(_FunctionResource):
             ValueError: a malformed template or one that cannot be matched (`UriTemplate`), or
                 completions or `paths` naming a variable the template does not have.
         """
-        super().__init__(fn, name, title, description, mime_type, scopes, icons, meta)
+        super().__init__(fn, name, title, description, mime_type, scopes, icons, meta, cache)
         self.uri_template = uri_template
         self._template = UriTemplate(uri_template)
         self._template.check_matchable()

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, overload
 
 from ..protocol.uri_template import UriTemplate
+from .cache_hint import CacheHint as CacheHint
 from .completion import Completer as Completer
 from .completion import completion_result as completion_result
 from .icons import Icon as Icon
@@ -155,6 +156,7 @@ class Service:
         paths: Iterable[str] = (),
         icons: Iterable[Icon | Mapping[str, Any]] = (),
         meta: dict[str, Any] | None = None,
+        cache: CacheHint | None = None,
     ) -> Callable[[F], F]:
         """Register a function as a resource; a URI with `{variables}` (RFC 6570) makes it a
         template (and only a template has variables to `complete`, or `paths`). The keywords are
@@ -168,13 +170,14 @@ class Service:
             if UriTemplate(uri).variables:
                 self.add_template(ResourceTemplate(
                     func, uri, name=name, title=title, description=description, mime_type=mime_type, complete=complete, scopes=scopes, paths=paths,
-                    icons=icons, meta=meta,
+                    icons=icons, meta=meta, cache=cache,
                 ))
             else:
                 if complete is not None or paths:
                     raise TypeError(f"resource {uri!r} has no template variables to complete or to take paths")
                 self.add_resource(Resource(
                     func, uri, name=name, title=title, description=description, mime_type=mime_type, scopes=scopes, icons=icons, meta=meta,
+                    cache=cache,
                 ))
             return func
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..auth.resource.principal import Principal
+from ..catalog.cache_hint import CACHEABLE_METHODS, CacheHint
 from ..catalog.catalog import Catalog
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
@@ -50,9 +51,6 @@ log = logging.getLogger("mcpsync")
 HeaderCheck = Callable[[Request, Envelope], None]
 """An HTTP transport's check of its headers against the body; raises -32020."""
 
-CACHEABLE_METHODS = frozenset(
-    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
-)
 
 OPERATIONS: dict[str, operations.Operation] = {
     "initialize": operations.initialize,
@@ -103,6 +101,7 @@ class Engine:
         page_size: int = 100,
         ttl_ms: int = 0,
         cache_scope: str = "private",
+        cache_hints: Mapping[str, CacheHint] | None = None,
         request_state_secret: bytes | str | None = None,
         request_state_ttl: float = DEFAULT_TTL,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
@@ -113,8 +112,13 @@ class Engine:
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
-        if cache_scope not in ("public", "private"):
-            raise ValueError("cache_scope must be 'public' or 'private'")
+        CacheHint(ttl_ms, cache_scope)  # checks them
+        hints = dict(cache_hints or {})
+        unknown = set(hints) - CACHEABLE_METHODS
+        if unknown:
+            raise ValueError(f"cache_hints for methods whose results are not cached: {sorted(unknown)} (only {', '.join(sorted(CACHEABLE_METHODS))})")
+        if not all(isinstance(hint, CacheHint) for hint in hints.values()):
+            raise TypeError("cache_hints maps a method to a CacheHint")
         if not ask_timeout > 0:
             raise ValueError("ask_timeout must be positive")
         self.served = Served(
@@ -133,6 +137,8 @@ class Engine:
         """What the operations read: the one copy of the settings they share with the engine."""
         self.ttl_ms = ttl_ms
         self.cache_scope = cache_scope
+        self.cache_hints: dict[str, CacheHint] = hints
+        """Each method's own cache hint, where it has one (`Server(cache_hints=...)`)."""
         self.observer = observer
         """Sees every request begin and end (`mcpsync.telemetry`); None: nothing is watched."""
 
@@ -471,8 +477,11 @@ class Engine:
         meta = result.get("_meta")
         result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {META_SERVER_INFO: self.server_info}
         if cacheable and method in CACHEABLE_METHODS and result["resultType"] == "complete":
-            result.setdefault("ttlMs", self.ttl_ms)
-            result.setdefault("cacheScope", "private" if private else self.cache_scope)
+            hint = self.cache_hints.get(method)
+            result.setdefault("ttlMs", hint.ttl_ms if hint is not None else self.ttl_ms)  # a resource's own, put there by its read, stays
+            result.setdefault("cacheScope", hint.scope if hint is not None else self.cache_scope)
+            if private:
+                result["cacheScope"] = "private"
         return result
 
 
