@@ -43,6 +43,9 @@ class SessionOptions:
     roots_list_changed: bool = False
     telemetry: Telemetry | None = None
     """OpenTelemetry spans and metrics for every request sent (`mcpsync.telemetry`)."""
+    cache: bool = False
+    """Keep the lists and reads a 2026-07-28 server says may be kept, for as long as it says
+    (`mcpsync.client._response_cache`)."""
 
 
 def session_options(options: SessionOptions | None, **settings: Any) -> SessionOptions:

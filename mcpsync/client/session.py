@@ -58,6 +58,7 @@ from ._negotiation import PROBE_TIMEOUT as PROBE_TIMEOUT
 from ._negotiation import discover, initialize, version_to_retry
 from ._pending import PendingCall as PendingCall
 from ._pending import Progress, SessionWatch
+from ._response_cache import ResponseCache
 from ._server_requests import Served, ServerRequests, declared
 from ._tool_headers import ToolHeaders
 from .listen import Listener
@@ -106,6 +107,9 @@ class ClientSession:
         on_lost: called once when the connection is lost, after every pending call has failed.
         telemetry: a `mcpsync.telemetry.Telemetry`: an OpenTelemetry CLIENT span and a duration
             for every request, whose trace context goes into the request's `params._meta`.
+        cache: keep the lists (and pages) and resource reads a 2026-07-28 server gives a
+            `ttlMs` for, that long, unless it says the list changed or the resource was updated
+            meanwhile; off by default (see `mcpsync.client._response_cache`).
         log_level: in 2026-07-28, the `logLevel` every request asks for (a server sends
             `notifications/message` only when asked); the handshake era uses logging/setLevel.
         max_input_rounds: how many `input_required` rounds one call may take (below).
@@ -174,6 +178,7 @@ class ClientSession:
         self._tool_headers = ToolHeaders(connection, self._lock)  # what the last list_tools() said of the tools' headers
         self._task_support: dict[str, str] | None = None  # each tool's execution.taskSupport, from the last list_tools()
         self._session_watch: SessionWatch | None = None  # the session's duration, from open() to close()
+        self._cache = ResponseCache() if chosen.cache else None
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -240,10 +245,16 @@ class ClientSession:
         names a version this client speaks is sent once more, with a new id, with the first such
         version (in this client's order of preference), and the session speaks that version from
         then on. Once: a second refusal is raised. Both tries share the one deadline."""
+        cache = self._cache
+        if cache is not None and (kept := cache.get(method, params)) is not None:
+            return kept
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         try:
-            return self.start_request(method, params, progress=progress, timeout=timeout).result(timeout)
+            result = self.start_request(method, params, progress=progress, timeout=timeout).result(timeout)
+            if cache is not None:
+                cache.put(method, params, result)
+            return result
         except McpError as exc:
             version = version_to_retry(self.era, exc)
             if version is None:
@@ -584,6 +595,11 @@ class ClientSession:
             if self._on_log is not None:
                 _safely(self._on_log, params)
             return
+        if self._cache is not None and method in _CHANGE_METHODS:  # what the server says changed is kept no more
+            if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+                self._cache.resource_updated(params["uri"])
+            else:
+                self._cache.list_changed(method.split("/")[1])
         if self._on_change is not None and method in _CHANGE_METHODS:
             _safely(self._on_change, method, params)
         given = params.get("_meta")
