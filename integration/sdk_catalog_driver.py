@@ -11,6 +11,11 @@ through them (integration/test_uri_templates.py), and what its models make of th
     list MODE -- COMMAND...: connects as `read` does, lists tools, prompts, resources and templates,
            and prints them and the server's info as the SDK's models parsed them (`model_dump`
            by alias: a field the SDK does not know, or rejects, is not there).
+    sample MODE -- COMMAND...: connects as `read` does, declaring sampling with tools, calls the
+           server's `plan` tool, and prints its text and what each sampling request offered (the
+           tools' names, the toolChoice, the content types of each message), as the SDK parsed it;
+           the SDK's model answers first with a `tool_use` of `lookup`, then with the text of the
+           `tool_result` it is given (integration/test_sampling_tools.py).
 """
 
 from __future__ import annotations
@@ -80,11 +85,42 @@ async def listing(mode: str, command: list[str]) -> None:
     print(json.dumps(dump))
 
 
+async def sample(mode: str, command: list[str]) -> None:
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    asked: list[dict[str, Any]] = []
+
+    async def model(_context: Any, params: types.CreateMessageRequestParams) -> Any:
+        asked.append({
+            "tools": [tool.name for tool in params.tools or ()],
+            "toolChoice": params.tool_choice.mode if params.tool_choice else None,
+            "messages": [[block.type for block in (m.content if isinstance(m.content, list) else [m.content])] for m in params.messages],
+        })
+        last = params.messages[-1].content
+        results = [block for block in (last if isinstance(last, list) else [last]) if block.type == "tool_result"]
+        if not results:
+            use = types.ToolUseContent(name="lookup", id="use-1", input={"city": "Lisbon"})
+            return types.CreateMessageResultWithTools(role="assistant", content=[use], model="fake-model", stop_reason="toolUse")
+        text = results[0].content[0].text  # type: ignore[union-attr]
+        return types.CreateMessageResultWithTools(role="assistant", content=types.TextContent(text=f"the tool says {text}"), model="fake-model")
+
+    params = stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ)))
+    capability = types.SamplingCapability(tools=types.SamplingToolsCapability())
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode, sampling_callback=model, sampling_capabilities=capability) as client:
+            result = await client.call_tool("plan", {})
+    print(json.dumps({"text": result.content[0].text, "isError": result.is_error, "asked": asked}))  # type: ignore[union-attr]
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "match":
         match(sys.argv[2])
     elif sys.argv[1] == "list":
         anyio.run(listing, sys.argv[2], sys.argv[sys.argv.index("--") + 1 :])
+    elif sys.argv[1] == "sample":
+        anyio.run(sample, sys.argv[2], sys.argv[sys.argv.index("--") + 1 :])
     else:
         with open(sys.argv[3], encoding="utf-8") as listed:
             uris = json.load(listed)

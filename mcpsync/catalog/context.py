@@ -249,7 +249,9 @@ class Context:
     ) -> dict[str, Any]:
         """Ask the client's model; `messages` is a str (one user message) or a list of messages.
         `options`: system_prompt, temperature, stop_sequences, model_preferences,
-        include_context, metadata. Returns the `CreateMessageResult` (role, content, model, ...)."""
+        include_context, metadata, and tools and tool_choice (`Question.sampling`). Returns the
+        `CreateMessageResult` (role, content, model, ...); with tools, its content may be a list
+        holding `tool_use` blocks."""
         result: dict[str, Any] = self.ask(Question.sampling(messages, max_tokens=max_tokens, key=key, **options), timeout=timeout)[0]
         return result
 

@@ -65,12 +65,29 @@ class Question:
         model_preferences: Mapping[str, Any] | None = None,
         include_context: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        tools: Sequence[Any] | None = None,
+        tool_choice: str | None = None,
         key: str | None = None,
     ) -> Question:
-        """A completion from the client's model; a `str` is one user message."""
+        """A completion from the client's model; a `str` is one user message. `tools` (mcpsync
+        `Tool`s, or tool definitions as `tools/list` gives them) are tools the model may ask to
+        use, and `tool_choice` ("auto", "required", "none") whether it must: the answer's content
+        may then hold `tool_use` blocks, whose results the next question's messages carry as
+        `tool_result` blocks (MCP 2025-11-25; the client must declare `sampling.tools`).
+
+        Raises:
+            ValueError: a `tool_choice` other than those three, or a tool that is neither a
+                `Tool` nor a definition with a name and an input schema.
+        """
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
         params: dict[str, Any] = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens}
+        if tools is not None:
+            params["tools"] = [_tool_definition(tool) for tool in tools]
+        if tool_choice is not None:
+            if tool_choice not in ("auto", "required", "none"):
+                raise ValueError(f"tool_choice must be 'auto', 'required' or 'none', not {tool_choice!r}")
+            params["toolChoice"] = {"mode": tool_choice}
         for name, value in (
             ("systemPrompt", system_prompt),
             ("temperature", temperature),
@@ -90,6 +107,14 @@ class Question:
 
     def keyed(self, key: str) -> Question:
         return Question(self.method, self.params, key)
+
+
+def _tool_definition(tool: Any) -> dict[str, Any]:
+    """A tool the model may use, as the request carries it: a `Tool`'s definition, or a given one."""
+    definition = tool.definition() if callable(getattr(tool, "definition", None)) else tool
+    if not isinstance(definition, Mapping) or not isinstance(definition.get("name"), str) or not isinstance(definition.get("inputSchema"), Mapping):
+        raise ValueError(f"a sampling tool must be a Tool or a definition with a name and an inputSchema, not {type(tool).__name__}")
+    return dict(definition)
 
 
 def key_of(question: Question) -> str:

@@ -51,6 +51,9 @@ class Callbacks(Protocol):
     @property
     def roots_list_changed(self) -> bool: ...
 
+    @property
+    def sampling_tools(self) -> bool: ...
+
 
 def declared(options: Callbacks) -> tuple[dict[str, Handler], dict[str, Any]]:
     """The callbacks `options` gives, by the method each answers, and the capabilities that
@@ -74,6 +77,8 @@ def declared(options: Callbacks) -> tuple[dict[str, Handler], dict[str, Any]]:
         capabilities["elicitation"] = {mode: {} for mode in modes}
     if options.roots is not None and options.roots_list_changed:
         capabilities["roots"] = {"listChanged": True}
+    if options.sampling is not None and options.sampling_tools:
+        capabilities["sampling"] = {"tools": {}}
     return handlers, capabilities
 
 

@@ -41,6 +41,9 @@ class SessionOptions:
     max_input_rounds: int = MAX_INPUT_ROUNDS
     elicitation_modes: Sequence[str] = ("form",)
     roots_list_changed: bool = False
+    sampling_tools: bool = False
+    """With `sampling`: declare `sampling.tools`, so a server may offer the model tools (the
+    callback's result may then hold `tool_use` blocks)."""
     telemetry: Telemetry | None = None
     """OpenTelemetry spans and metrics for every request sent (`mcpsync.telemetry`)."""
     cache: bool = False

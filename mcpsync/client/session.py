@@ -100,6 +100,8 @@ class ClientSession:
             answered -32601.
         roots_list_changed: with `roots`, also declare `roots: {"listChanged": true}`: this
             client calls `notify_roots_changed()` when its roots change.
+        sampling_tools: with `sampling`, also declare `sampling: {"tools": {}}`: the server may
+            offer the model tools, and the callback may answer with `tool_use` blocks.
         on_log: called with the params of each `notifications/message`.
         on_change: called on the connection's reader thread with (method, params) of every list
             change and resource update, before any response that arrives after it is delivered
