@@ -75,6 +75,7 @@ async def listing(mode: str, command: list[str]) -> None:
         async with Client(params, mode=mode) as client:
             dump = {
                 "serverInfo": client.server_info.model_dump(by_alias=True, exclude_none=True) if client.server_info else None,
+                "capabilities": client.server_capabilities.model_dump(by_alias=True, exclude_none=True),
                 "tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in (await client.list_tools()).tools],
                 "prompts": [prompt.model_dump(by_alias=True, exclude_none=True) for prompt in (await client.list_prompts()).prompts],
                 "resources": [resource.model_dump(by_alias=True, exclude_none=True) for resource in (await client.list_resources()).resources],

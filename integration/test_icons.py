@@ -1,6 +1,7 @@
-"""Icons, a website and a description of the server, and `_meta` on prompts, resources and templates
-(issue 29's protocol gaps), as the official Python SDK's client parses them in both eras: its models
-keep a field only when it validates, so what it dumps back is what it understood."""
+"""Icons, a website and a description of the server, `_meta` on prompts, resources and templates, and
+the server's extensions (issue 29's protocol gaps and SEP-2133), as the official Python SDK's client
+parses them in both eras: its models keep a field only when it validates, so what it dumps back is
+what it understood."""
 
 from __future__ import annotations
 
@@ -34,3 +35,5 @@ def test_the_official_sdk_client_sees_every_icon_and_meta(peers_python: str, bou
     assert resource["icons"] == [DOT] and resource["_meta"] == {"example.com/owner": "docs"}
     [template] = seen["templates"]
     assert template["icons"] == [LOGO] and template["_meta"] == {"example.com/kind": "note"}
+    offered = seen["capabilities"]["extensions"]  # SEP-2133: what the SDK reads of mcpsync's extensions (tasks' too, in 2026-07-28)
+    assert offered["io.modelcontextprotocol/ui"] == {"mimeTypes": ["text/html;profile=mcp-app"]} and offered["com.example/notes"] == {"version": 2}

@@ -21,6 +21,7 @@ from .catalog.context import AskCancelled as AskCancelled
 from .catalog.context import AskTimeout as AskTimeout
 from .catalog.context import ClientRefused as ClientRefused
 from .catalog.context import Context as Context
+from .catalog.extension import Extension as Extension
 from .catalog.icons import Icon as Icon
 from .catalog.questions import InputRequired as InputRequired
 from .catalog.questions import Question as Question
@@ -92,6 +93,7 @@ __all__ = [
     "Context",
     "Era",
     "ErrorCode",
+    "Extension",
     "HttpServing",
     "Icon",
     "Image",

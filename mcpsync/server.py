@@ -23,6 +23,7 @@ from ._version import __version__
 from .catalog.cache_hint import CacheHint
 from .catalog.catalog import Catalog
 from .catalog.context import Context
+from .catalog.extension import Extension
 from .catalog.icons import Icon, checked_icons
 from .catalog.service import Service, Tool
 from .engine.engine import Engine
@@ -63,6 +64,7 @@ class Server:
 
     Args:
         name, version, title: what the server reports about itself (`serverInfo`).
+        extensions: the extensions it offers (`mcpsync.Extension`, SEP-2133; `add_extension`).
         description, website_url, icons: what else it says of itself (`serverInfo`, MCP
             2025-11-25 and later; an older handshake-era client is sent none of them); icons as
             `Icon`s or mappings, checked (see `mcpsync.catalog.icons`).
@@ -153,6 +155,7 @@ class Server:
         description: str | None = None,
         website_url: str | None = None,
         icons: Iterable[Icon | Mapping[str, Any]] = (),
+        extensions: Iterable[Extension] = (),
     ) -> None:
         if max_sessions_per_caller < 1:
             raise ValueError("max_sessions_per_caller must be at least 1")
@@ -190,6 +193,8 @@ class Server:
         after it is set (`use_telemetry`)."""
         if telemetry is not None:
             self.use_telemetry(telemetry)
+        for extension in extensions:
+            self.add_extension(extension)
         self.workers = workers
         self.max_frame_bytes = max_frame_bytes
         self.shutdown_timeout = shutdown_timeout
@@ -237,6 +242,14 @@ class Server:
         return name
 
     # -- the catalog ----------------------------------------------------------------------------
+    def add_extension(self, extension: Extension) -> None:
+        """Offer an extension (`mcpsync.Extension`): advertised in `capabilities.extensions` in
+        both eras, its methods answered, its services served. Before serving: a client learns
+        the capabilities once."""
+        self.engine.add_extension(extension)
+        for service in extension.services:
+            self.add_service(service)
+
     def add_service(self, service: Service) -> None:
         """Serve another service; connected clients are told about the new entries."""
         self.catalog.add_service(service)

@@ -46,6 +46,9 @@ class SessionOptions:
     callback's result may then hold `tool_use` blocks)."""
     telemetry: Telemetry | None = None
     """OpenTelemetry spans and metrics for every request sent (`mcpsync.telemetry`)."""
+    extensions: Mapping[str, Mapping[str, Any]] | None = None
+    """The extensions this client supports, by id, with their settings: declared in its
+    `capabilities.extensions` in both eras (SEP-2133)."""
     cache: bool = False
     """Keep the lists and reads a 2026-07-28 server says may be kept, for as long as it says
     (`mcpsync.client._response_cache`)."""

@@ -109,6 +109,9 @@ class ClientSession:
         on_lost: called once when the connection is lost, after every pending call has failed.
         telemetry: a `mcpsync.telemetry.Telemetry`: an OpenTelemetry CLIENT span and a duration
             for every request, whose trace context goes into the request's `params._meta`.
+        extensions: the extensions this client supports (`{"io.modelcontextprotocol/ui":
+            {"mimeTypes": [...]}}`), declared in its capabilities in both eras (SEP-2133);
+            `server_extensions` says which the server offers.
         cache: keep the lists (and pages) and resource reads a 2026-07-28 server gives a
             `ttlMs` for, that long, unless it says the list changed or the resource was updated
             meanwhile; off by default (see `mcpsync.client._response_cache`).
@@ -161,6 +164,8 @@ class ClientSession:
         self.timeout = timeout
         self.client_info = dict(client_info or {"name": "mcpsync", "version": __version__})
         self._handlers, self.capabilities = declared(chosen)  # the callbacks by method, and what they declare
+        if chosen.extensions:
+            self.capabilities["extensions"] = {str(name): dict(settings) for name, settings in chosen.extensions.items()}
         self._on_log = chosen.on_log
         if log_level is not None and not is_log_level(log_level):
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
@@ -187,6 +192,13 @@ class ClientSession:
         self.server_info: dict[str, Any] = {}
         self.server_capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
+
+    @property
+    def server_extensions(self) -> dict[str, Any]:
+        """The extensions the server offers (its `capabilities.extensions`), by id, with their
+        settings; empty before the session is open, or when it offers none."""
+        offered = self.server_capabilities.get("extensions")
+        return dict(offered) if isinstance(offered, dict) else {}
 
     # -- opening and closing ---------------------------------------------------------------------
     def open(self) -> ClientSession:

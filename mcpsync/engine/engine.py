@@ -19,6 +19,7 @@ from typing import Any
 from ..auth.resource.principal import Principal
 from ..catalog.cache_hint import CACHEABLE_METHODS, CacheHint
 from ..catalog.catalog import Catalog
+from ..catalog.extension import Extension
 from ..catalog.questions import DEFAULT_ASK_TIMEOUT
 from ..catalog.service import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, Notification, Request, method_not_found
@@ -323,6 +324,22 @@ class Engine:
         """Requests the reader must finish before reading on while the era is unlocked."""
         return request.method == "initialize" or claims_modern(request.params)
 
+    def add_extension(self, extension: Extension) -> None:
+        """Offer `extension`: advertised from now on, its methods answered.
+
+        Raises:
+            ValueError: an extension of that id is offered already, or one of its methods is the
+                core protocol's or another extension's.
+        """
+        served = self.served
+        if extension.id in served.extensions:
+            raise ValueError(f"extension {extension.id} is offered already")
+        for method in extension.methods:
+            if method in OPERATIONS or method in HANDSHAKE_METHODS or method in MODERN_METHODS or method in served.extension_methods:
+                raise ValueError(f"extension {extension.id}: the method {method!r} is already answered")
+        served.extensions[extension.id] = extension
+        served.extension_methods.update(extension.methods)
+
     def execute(
         self,
         request: Request,
@@ -371,14 +388,14 @@ class Engine:
             if header_check is not None:
                 header_check(request, envelope)
             check_modern_version(envelope.protocol_version)
-            if method not in MODERN_METHODS:
+            if method not in MODERN_METHODS and method not in self.served.extension_methods:
                 raise method_not_found(method)
             return Call(request, session, Era.MODERN, envelope, transport, exchange)
         if "_meta" in params and type(params["_meta"]) is not dict:
             raise McpError(ErrorCode.INVALID_PARAMS, "params._meta must be an object")
         if method in MODERN_ONLY_METHODS:
             raise _modern_only(method, session.era)
-        if method not in HANDSHAKE_METHODS:
+        if method not in HANDSHAKE_METHODS and method not in self.served.extension_methods:
             raise method_not_found(method)
         return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
 
@@ -410,7 +427,8 @@ class Engine:
                 replacement = interceptor.before_execute(call)
                 if replacement is not None:
                     return Success(replacement)
-            result = OPERATIONS[call.method](self.served, call)
+            operation: operations.Operation = OPERATIONS.get(call.method, operations.extension_method)
+            result = operation(self.served, call)
         except McpError as exc:
             return Failure(exc)
         except Exception:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.catalog import Catalog
+from ..catalog.extension import Extension, ExtensionMethod
 from ..catalog.service import Tool
 from ..tasks.runner import TaskRunner
 from .interceptors import Interceptor
@@ -44,6 +45,11 @@ class Served:
     claim: Claim = field(default_factory=lambda: LocalClaims().claim)
     """Marks a single-use state used (`Store.claim`): this process's marks unless the engine is
     handed a store the replicas share (`Engine.use_claims`)."""
+
+    extensions: dict[str, Extension] = field(default_factory=dict)
+    """The extensions offered, by id (`Engine.add_extension`): advertised, and their methods answered."""
+    extension_methods: dict[str, ExtensionMethod] = field(default_factory=dict)
+    """Every extension's methods, by name."""
 
     tasks: TaskRunner = field(default_factory=TaskRunner)
     """Runs the calls that become tasks and answers `tasks/*` (see `mcpsync.tasks`)."""
