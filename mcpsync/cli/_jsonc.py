@@ -15,13 +15,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import McpsyncError
+
 __all__ = ["JsoncError", "loads", "set_member"]
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
 
 
-class JsoncError(ValueError):
+class JsoncError(McpsyncError, ValueError):
     """The text is not JSON or JSONC, or not of the shape the edit needs; says where."""
 
 

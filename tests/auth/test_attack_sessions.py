@@ -249,7 +249,8 @@ def test_a_full_table_gives_a_newcomer_the_place_of_a_caller_holding_more(kind: 
         bob = [deployment.any().initialize(token["bob"])[1] for _ in range(cap)]  # 3 in use: the table is full
         for name in ("carol", "dave"):  # each newcomer takes one of Alice's unused places
             assert deployment.any().initialize(token[name])[0] == 200
-        assert [deployment.any().call(token["alice"], session) for session in alice[:2]] == [404, 404]
+        kept = [session for session in alice if deployment.any().call(token["alice"], session) == 200]
+        assert len(kept) == 1  # two gave way (with Redis, sessions made in one millisecond may go in either order)
         assert all(deployment.any().call(token["bob"], session) == 200 for session in bob)
         # Alice holds one now, as each newcomer does: no caller gives its only session away
         status, _, headers = deployment.any().initialize(token["erin"])
@@ -257,7 +258,7 @@ def test_a_full_table_gives_a_newcomer_the_place_of_a_caller_holding_more(kind: 
         # a caller's own unused session still makes way for its next one: Alice's last
         status, newest, _ = deployment.any().initialize(token["alice"], use=False)
         assert status == 200 and newest is not None
-        assert deployment.any().call(token["alice"], alice[2]) == 404
+        assert deployment.any().call(token["alice"], kept[0]) == 404
         assert deployment.any().call(token["alice"], newest) == 200
     finally:
         deployment.close()
