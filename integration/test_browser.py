@@ -72,10 +72,10 @@ def peers_browser(bounded: Callable[..., Any]) -> Path:
 
 
 class McpServer:
-    """`mcpsync serve --http 127.0.0.1:0 http_app.py ARGS...`; `.url` once it listens."""
+    """`mcpsync serve --http 127.0.0.1:0 APP ARGS...` (http_app.py unless given); `.url` once it listens."""
 
-    def __init__(self, *args: str) -> None:
-        self.proc = spawn_http_server(str(APP), *args)
+    def __init__(self, *args: str, app: Path = APP) -> None:
+        self.proc = spawn_http_server(str(app), *args)
         url, self.stderr = read_serving_url(self.proc, LONG)
         if url is None:
             self.stop()
@@ -99,8 +99,8 @@ class McpServer:
 def mcp_server() -> Iterator[Callable[..., McpServer]]:
     started: list[McpServer] = []
 
-    def start(*args: str) -> McpServer:
-        server = McpServer(*args)
+    def start(*args: str, app: Path = APP) -> McpServer:
+        server = McpServer(*args, app=app)
         started.append(server)
         return server
 
@@ -262,3 +262,25 @@ def test_a_page_from_an_origin_not_allowed_fails_on_cors(era, allowed, bounded, 
     refusals = [line for line in out["console"] if "blocked by CORS policy" in line and server.url in line]
     assert refusals, explain(out)
     assert page_server.listening_results == [] and page_server.listening_errors == []
+
+
+# -- an MCP App's page, rendered ------------------------------------------------------------------
+
+def test_an_apps_page_renders_in_chromium_with_the_tools_result(bounded, peers_browser, mcp_server, tmp_path) -> None:
+    """MCP Apps: a host page (integration/browser/apps_host.html, a stand-in for Claude's or VS Code's)
+    reads the ui:// page the tool names through the protocol, renders it in a sandboxed frame under
+    the CSP the page declared, and hands it the tool's result; the page, run by Chromium, shows it."""
+    folder = tmp_path / "host"
+    folder.mkdir()
+    shutil.copy(Path(__file__).parent / "browser" / "apps_host.html", folder / "apps_host.html")
+    host = PageServer(folder)
+    try:
+        server = mcp_server("--allow-origin", host.origin, app=FIXTURES / "apps_app.py")
+        out = open_page(bounded, peers_browser, f"{host.origin}/apps_host.html?server={quote(server.url, safe='')}")
+    finally:
+        host.close()
+    results = out["results"]
+    assert results.get("rendered") == "Lisbon: sunny", explain(out, server)
+    assert results["mimeType"] == "text/html;profile=mcp-app" and "connect-src https://api.example.com" in results["policy"]
+    assert "Lisbon" in results["text"]  # the text a host without the extension would show
+    assert not out["pageErrors"], explain(out, server)
