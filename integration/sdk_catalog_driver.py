@@ -16,6 +16,10 @@ through them (integration/test_uri_templates.py), and what its models make of th
            tools' names, the toolChoice, the content types of each message), as the SDK parsed it;
            the SDK's model answers first with a `tool_use` of `lookup`, then with the text of the
            `tool_result` it is given (integration/test_sampling_tools.py).
+    complete -- COMMAND...: connects in the handshake era, calls the server's `pay` tool, accepts
+           the URL-mode elicitation it asks, and prints the elicitation's params and every
+           `notifications/elicitation/complete` its message handler got before the call's answer
+           (integration/test_elicitation_complete.py).
 """
 
 from __future__ import annotations
@@ -115,11 +119,37 @@ async def sample(mode: str, command: list[str]) -> None:
     print(json.dumps({"text": result.content[0].text, "isError": result.is_error, "asked": asked}))  # type: ignore[union-attr]
 
 
+async def complete(command: list[str]) -> None:
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    seen: list[Any] = []
+
+    async def elicitation(_context: Any, params: Any) -> Any:
+        seen.append({"asked": params.model_dump(by_alias=True, exclude_none=True)})
+        return types.ElicitResult(action="accept")
+
+    async def messages(message: Any) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ElicitCompleteNotification):
+            seen.append({"complete": root.params.elicitation_id})
+
+    params = stdio_client(StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ)))
+    with anyio.fail_after(60):
+        async with Client(params, mode="legacy", elicitation_callback=elicitation, message_handler=messages) as client:
+            result = await client.call_tool("pay", {})
+            seen.append({"answered": result.content[0].text})  # type: ignore[union-attr]
+    print(json.dumps(seen))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "match":
         match(sys.argv[2])
     elif sys.argv[1] == "list":
         anyio.run(listing, sys.argv[2], sys.argv[sys.argv.index("--") + 1 :])
+    elif sys.argv[1] == "complete":
+        anyio.run(complete, sys.argv[sys.argv.index("--") + 1 :])
     elif sys.argv[1] == "sample":
         anyio.run(sample, sys.argv[2], sys.argv[sys.argv.index("--") + 1 :])
     else:

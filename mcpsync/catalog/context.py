@@ -238,11 +238,23 @@ class Context:
         result: dict[str, Any] = self.ask(Question.elicitation(message, schema, key=key), timeout=timeout)[0]
         return result
 
-    def elicit_url(self, message: str, url: str, *, key: str | None = None, timeout: float | None = None) -> dict[str, Any]:
+    def elicit_url(
+        self, message: str, url: str, *, key: str | None = None, timeout: float | None = None, elicitation_id: str | None = None
+    ) -> dict[str, Any]:
         """Send the user to `url` (the client must declare URL-mode elicitation); returns the
-        `ElicitResult` (`{"action": "accept"}` once the user went there)."""
-        result: dict[str, Any] = self.ask(Question.elicitation_url(message, url, key=key), timeout=timeout)[0]
+        `ElicitResult` (`{"action": "accept"}` once the user went there). `elicitation_id` names
+        it in the handshake era (a fresh id if None), for `elicitation_complete`."""
+        question = Question.elicitation_url(message, url, key=key, elicitation_id=elicitation_id)
+        result: dict[str, Any] = self.ask(question, timeout=timeout)[0]
         return result
+
+    def elicitation_complete(self, elicitation_id: str) -> None:
+        """Tell the client that the flow a URL-mode elicitation sent the user to is done
+        (`notifications/elicitation/complete`, MCP 2025-11-25), so it can move on (close the
+        page, retry what waited for it). The 2026-07-28 era has no such notification (the retry
+        carries what the flow gave): nothing is sent there."""
+        if self.era is Era.HANDSHAKE:
+            self._notify("notifications/elicitation/complete", {"elicitationId": elicitation_id})
 
     def sample(
         self, messages: Any, *, max_tokens: int, key: str | None = None, timeout: float | None = None, **options: Any

@@ -49,9 +49,14 @@ class Question:
         return cls(ELICIT, {"message": message, "requestedSchema": schema}, key)
 
     @classmethod
-    def elicitation_url(cls, message: str, url: str, *, key: str | None = None) -> Question:
-        """Send the user to `url` (sign-in, payment: what must not pass through the client)."""
-        return cls(ELICIT, {"mode": "url", "message": message, "url": url}, key)
+    def elicitation_url(cls, message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None) -> Question:
+        """Send the user to `url` (sign-in, payment: what must not pass through the client).
+        `elicitation_id`: the handshake era's id of this elicitation (a fresh one if None), which
+        `Context.elicitation_complete` names when the flow at `url` is done."""
+        params = {"mode": "url", "message": message, "url": url}
+        if elicitation_id is not None:
+            params["elicitationId"] = elicitation_id
+        return cls(ELICIT, params, key)
 
     @classmethod
     def sampling(
@@ -215,7 +220,7 @@ def input_request(question: Question) -> dict[str, Any]:
     """The question as an entry of a 2026-07-28 `inputRequests` map: `{method, params}` only."""
     entry: dict[str, Any] = {"method": question.method}
     if question.params or question.method != ROOTS:
-        entry["params"] = question.params
+        entry["params"] = {key: value for key, value in question.params.items() if key != "elicitationId"}  # 2026-07-28 has none
     return entry
 
 

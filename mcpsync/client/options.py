@@ -37,6 +37,8 @@ class SessionOptions:
     on_log: Callable[[dict[str, Any]], None] | None = None
     on_change: Callable[[str, dict[str, Any]], None] | None = None
     on_lost: Callable[[Exception], None] | None = None
+    on_elicitation_complete: Callable[[str], None] | None = None
+    """Called with the id of a URL-mode elicitation the server says is done (handshake era)."""
     log_level: str | None = None
     max_input_rounds: int = MAX_INPUT_ROUNDS
     elicitation_modes: Sequence[str] = ("form",)

@@ -107,6 +107,8 @@ class ClientSession:
             change and resource update, before any response that arrives after it is delivered
             (a gateway relays changes this way, ahead of the result of the call that caused them).
         on_lost: called once when the connection is lost, after every pending call has failed.
+        on_elicitation_complete: called on the reader thread with the id of a URL-mode
+            elicitation the server says is done (`notifications/elicitation/complete`, handshake era).
         telemetry: a `mcpsync.telemetry.Telemetry`: an OpenTelemetry CLIENT span and a duration
             for every request, whose trace context goes into the request's `params._meta`.
         extensions: the extensions this client supports (`{"io.modelcontextprotocol/ui":
@@ -172,6 +174,7 @@ class ClientSession:
         self.log_level = log_level
         self._on_change = chosen.on_change
         self._on_lost_callback = chosen.on_lost
+        self._on_elicitation_complete = chosen.on_elicitation_complete
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._calls = Calls(self._lock)  # the calls waiting for their end
@@ -608,6 +611,10 @@ class ClientSession:
         if method == "notifications/message":
             if self._on_log is not None:
                 _safely(self._on_log, params)
+            return
+        if method == "notifications/elicitation/complete":
+            if self._on_elicitation_complete is not None and isinstance(params.get("elicitationId"), str):
+                _safely(self._on_elicitation_complete, params["elicitationId"])
             return
         if self._cache is not None and method in _CHANGE_METHODS:  # what the server says changed is kept no more
             if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
