@@ -34,7 +34,8 @@ Keys (`N` is the namespace, `"mcpsync:"` by default, so one Redis can serve seve
   remaining ttl of the sessions it reached: one key per change, not per session.
 
 Expiry is Redis's: the hash and the stream carry the same absolute expiry (PEXPIREAT from
-`create_session` and `load_session`; an append gives the stream its hash's remaining PTTL), which is
+`create_session` and `load_session`; an append gives the stream its hash's PEXPIRETIME, which a
+Redis before 7 lacks: there the remaining PTTL, which may be a millisecond off), which is
 also the session's score in its sorted set. The scripts read the time with Redis's TIME rather than taking it
 from the caller, because the replicas' clocks differ: an expiry computed by one replica and compared
 by another would make a session live longer or shorter than its ttl by their skew, while one clock
@@ -290,7 +291,13 @@ for i = 1, #KEYS, 2 do
   else
     out[#out + 1] = redis.call('XADD', KEYS[i + 1], 'MAXLEN', '=', ARGV[1], '*', 'f', ARGV[(i + 1) / 2 + 2])
     if ttl > 0 then
-      redis.call('PEXPIRE', KEYS[i + 1], ttl)
+      -- the hash's own absolute expiry (Redis 7+); an older Redis has only the rounded PTTL
+      local known, at = pcall(redis.call, 'PEXPIRETIME', KEYS[i])
+      if known and type(at) == 'number' and at > 0 then
+        redis.call('PEXPIREAT', KEYS[i + 1], at)
+      else
+        redis.call('PEXPIRE', KEYS[i + 1], ttl)
+      end
     else
       ttl = tonumber(ARGV[3 + #KEYS / 2])
     end
