@@ -142,6 +142,7 @@ class Engine:
         """Each method's own cache hint, where it has one (`Server(cache_hints=...)`)."""
         self.observer = observer
         """Sees every request begin and end (`mcpsync.telemetry`); None: nothing is watched."""
+        self.add_extension(task_operations.TASKS)  # tasks, as 2026-07-28 offers them
 
     # The settings live in `served`; these are the ones callers read (and the CLI sets).
     @property
@@ -338,7 +339,11 @@ class Engine:
             if method in OPERATIONS or method in HANDSHAKE_METHODS or method in MODERN_METHODS or method in served.extension_methods:
                 raise ValueError(f"extension {extension.id}: the method {method!r} is already answered")
         served.extensions[extension.id] = extension
-        served.extension_methods.update(extension.methods)
+        served.extension_methods.update(dict.fromkeys(extension.methods, extension))
+
+    def _extension_answers(self, method: str, era: Era) -> bool:
+        extension = self.served.extension_methods.get(method)
+        return extension is not None and era in extension.eras
 
     def execute(
         self,
@@ -388,14 +393,14 @@ class Engine:
             if header_check is not None:
                 header_check(request, envelope)
             check_modern_version(envelope.protocol_version)
-            if method not in MODERN_METHODS and method not in self.served.extension_methods:
+            if method not in MODERN_METHODS and not self._extension_answers(method, Era.MODERN):
                 raise method_not_found(method)
             return Call(request, session, Era.MODERN, envelope, transport, exchange)
         if "_meta" in params and type(params["_meta"]) is not dict:
             raise McpError(ErrorCode.INVALID_PARAMS, "params._meta must be an object")
         if method in MODERN_ONLY_METHODS:
             raise _modern_only(method, session.era)
-        if method not in HANDSHAKE_METHODS and method not in self.served.extension_methods:
+        if method not in HANDSHAKE_METHODS and not self._extension_answers(method, Era.HANDSHAKE):
             raise method_not_found(method)
         return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
 

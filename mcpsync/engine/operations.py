@@ -64,17 +64,16 @@ def server_capabilities(served: Served, call: Call) -> dict[str, Any]:
         "logging": {},
     }
     task_operations.advertised(call, capabilities)
-    if served.extensions:
-        offered = capabilities.setdefault("extensions", {})
-        for extension in served.extensions.values():
-            offered[extension.id] = dict(extension.settings)
+    offered = {extension.id: dict(extension.settings) for extension in served.extensions.values() if call.era in extension.eras}
+    if offered:
+        capabilities["extensions"] = {**capabilities.get("extensions", {}), **offered}
     return capabilities
 
 
 def extension_method(served: Served, call: Call) -> dict[str, Any]:
     """One of an extension's methods, answered by its function with the request's Context."""
     params = {key: value for key, value in call.params.items() if key != "_meta"}
-    return served.extension_methods[call.method](params, make_context(served, call))
+    return served.extension_methods[call.method].methods[call.method](params, make_context(served, call))
 
 
 _FLAG_CAPABILITY = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.catalog import Catalog
-from ..catalog.extension import Extension, ExtensionMethod
+from ..catalog.extension import Extension
 from ..catalog.service import Tool
 from ..tasks.runner import TaskRunner
 from .interceptors import Interceptor
@@ -48,8 +48,8 @@ class Served:
 
     extensions: dict[str, Extension] = field(default_factory=dict)
     """The extensions offered, by id (`Engine.add_extension`): advertised, and their methods answered."""
-    extension_methods: dict[str, ExtensionMethod] = field(default_factory=dict)
-    """Every extension's methods, by name."""
+    extension_methods: dict[str, Extension] = field(default_factory=dict)
+    """Each extension method's extension, by the method's name."""
 
     tasks: TaskRunner = field(default_factory=TaskRunner)
     """Runs the calls that become tasks and answers `tasks/*` (see `mcpsync.tasks`)."""

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..catalog.context import Context, TaskStarted
+from ..catalog.extension import Extension
 from ..catalog.questions import NeedAnswers
 from ..catalog.tool import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
@@ -46,11 +47,15 @@ Runs = Callable[[Context], dict[str, Any]]
 """Runs the tool (behind its interceptors) with a context; returns its `CallToolResult`."""
 
 
+TASKS = Extension(TASKS_EXTENSION, eras=frozenset({Era.MODERN}))
+"""Tasks as 2026-07-28 has them, an extension the engine offers (advertised in that era's
+`capabilities.extensions`); its methods are the core ones 2025-11-25 already has (OPERATIONS)."""
+
+
 def advertised(call: Call, capabilities: dict[str, Any]) -> None:
-    """Add what this request's era says of tasks to the server's capabilities."""
-    if call.era is Era.MODERN:
-        capabilities["extensions"] = {**capabilities.get("extensions", {}), TASKS_EXTENSION: {}}
-    elif version_at_least(call.protocol_version, FIRST_TASK_VERSION):
+    """Add what the handshake era says of tasks to the server's capabilities, from 2025-11-25 on (the
+    2026-07-28 era's is the `TASKS` extension's advertisement)."""
+    if call.era is Era.HANDSHAKE and version_at_least(call.protocol_version, FIRST_TASK_VERSION):
         capabilities["tasks"] = {key: dict(value) for key, value in LEGACY_CAPABILITY.items()}
 
 

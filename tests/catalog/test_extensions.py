@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import mcpsync
-from mcpsync import Context, Extension, McpError, Server, Service, apps
+from mcpsync import Context, Era, Extension, McpError, Server, Service, apps
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -71,6 +71,23 @@ def test_an_app_is_a_tool_naming_a_page_and_a_client_without_the_extension_gets_
         assert plain.request("notes/count", {})["apps"] is False
 
 
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_an_extension_of_one_era_is_advertised_and_answered_in_that_era_only(mode: str) -> None:
+    """As tasks are in 2026-07-28 (core in 2025-11-25, an extension there): mcpsync's own is one."""
+    modern_only = Extension("com.example/modern", {"v": 1}, {"modern/ping": lambda params, ctx: {"pong": True}}, eras=frozenset({Era.MODERN}))
+    with mcpsync.connect(Server("s", extensions=[modern_only]), mode=mode) as session:
+        offered = session.server_extensions
+        if mode == "modern":
+            assert offered["com.example/modern"] == {"v": 1} and "io.modelcontextprotocol/tasks" in offered
+            assert session.request("modern/ping")["pong"] is True
+        else:
+            assert "com.example/modern" not in offered and "io.modelcontextprotocol/tasks" not in offered
+            assert session.server_capabilities["tasks"]["requests"] == {"tools": {"call": {}}}  # 2025-11-25's core tasks
+            with pytest.raises(McpError) as missing:
+                session.request("modern/ping")
+            assert missing.value.code == -32601
+
+
 @pytest.mark.parametrize(("make", "why"), [
     (lambda: Extension("notes", {}), "reverse-DNS prefix"),
     (lambda: Extension("Com.Example/x", {}), "reverse-DNS prefix"),
@@ -79,6 +96,8 @@ def test_an_app_is_a_tool_naming_a_page_and_a_client_without_the_extension_gets_
     (lambda: Server("s", extensions=[Extension("com.example/x", {}, {"tools/list": _count})]), "already answered"),
     (lambda: Server("s", extensions=[Extension("com.example/x"), Extension("com.example/x")]), "offered already"),
     (lambda: Server("s", extensions=[Extension("com.example/x", {}, {"a/b": _count}), Extension("com.example/y", {}, {"a/b": _count})]), "already answered"),
+    (lambda: Extension("com.example/x", eras=frozenset()), "at least one Era"),
+    (lambda: Server("s", extensions=[Extension("io.modelcontextprotocol/tasks")]), "offered already"),  # the engine's own
     (lambda: apps.tool_meta("https://x/page"), "ui:// resource"),
     (lambda: apps.tool_meta("ui://x", visibility=["everyone"]), "visibility"),
     (lambda: apps.add_page(Service("s"), "ui://x", PAGE, name="p", csp={"script_domains": ["https://x"]}), "CSP kinds"),
