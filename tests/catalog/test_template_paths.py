@@ -80,3 +80,20 @@ def test_values_reach_the_function_decoded_and_a_path_variable_takes_any_path(mo
         assert text("notes://plain") == "note plain in en"
         assert text("tree://root/a/b%2Fc/d") == "a > b/c > d"
         assert text("git://diff/main..feature") == "diff main..feature"  # exempt: `..` is its syntax
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_the_variables_of_levels_3_and_4_are_completed_by_name(mode: str) -> None:
+    service = Service("search")
+
+    @service.resource("notes://search{/tags*}{?q,lang}", complete={"lang": ["en", "fr", "pt"], "tags": ["work", "home"]})
+    def search(q: str, lang: str = "en", tags: list[str] | None = None) -> str:
+        return f"{q} {lang} {tags}"
+
+    with mcpsync.connect(Server("search", services=[service]), mode=mode) as session:
+        ref = {"type": "ref/resource", "uri": "notes://search{/tags*}{?q,lang}"}
+        assert session.complete(ref, "lang", "f")["values"] == ["fr"]
+        assert session.complete(ref, "tags", "")["values"] == ["work", "home"]
+        with pytest.raises(McpError) as unknown:
+            session.complete(ref, "sort", "")
+        assert unknown.value.code == -32602
