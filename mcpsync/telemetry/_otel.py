@@ -249,22 +249,26 @@ class _Exchanged(_Watched):
 
 def _outgoing(
     made: Instruments, method: str, request_id: Any, params: dict[str, Any] | None, peer: dict[str, Any], parent: otel_context.Context | None
-) -> tuple[_Exchanged, dict[str, Any] | None]:
+) -> tuple[_Exchanged, dict[str, str]]:
     """The CLIENT span of a message sent (by a client, or by a server that initiates: the
     conventions' one kind for both), a child of `parent` (None: the current context); and the
-    params to send, a copy with its context in `_meta` (the same params when nothing records it)."""
+    `_meta` keys that carry its context (none when nothing records it: no SDK, or not sampled)."""
     name, attributes = request_attributes(method, request_id, params)
     attributes.update(peer)
     span = made.tracer.start_span(
         name, context=parent, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False, set_status_on_exception=False
     )
-    watch = _Exchanged(span, None, made.client_duration, attributes, method)
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=trace.set_span_in_context(span))
-    if not carrier:  # nothing to carry (no SDK, or not sampled): the params go as they are
-        return watch, params
+    return _Exchanged(span, None, made.client_duration, attributes, method), carrier
+
+
+def _carrying(params: dict[str, Any] | None, carrier: dict[str, str]) -> dict[str, Any] | None:
+    """`params` to send with the `carrier` keys in its `_meta` (a copy), or as they are without any."""
+    if not carrier:
+        return params
     meta = params.get("_meta") if params else None
-    return watch, {**(params or {}), "_meta": {**meta, **carrier} if isinstance(meta, dict) else carrier}
+    return {**(params or {}), "_meta": {**meta, **carrier} if isinstance(meta, dict) else carrier}
 
 
 class _ServerRequest(_Watched):
@@ -298,16 +302,18 @@ class _ServerRequest(_Watched):
     def sent_notification(self, method: str, params: dict[str, Any]) -> dict[str, str]:
         """A notification sent on behalf of this request: its span, begun and ended now; the
         `_meta` keys that carry its context."""
-        watch, sent = _outgoing(self._made, method, None, params, self._peer, trace.set_span_in_context(self._span))
+        watch, carrier = self._child(method, params)
         watch.end(None, None)
-        meta = sent.get("_meta") if sent is not params and sent else None
-        return {key: meta[key] for key in TRACE_KEYS if key in meta} if meta else {}
+        return carrier
 
     def asking(self, method: str, params: dict[str, Any]) -> tuple[_Exchanged, dict[str, Any]]:
         """A request to the client on behalf of this one: its watch (ended as the answer comes)
         and the params to send."""
-        watch, sent = _outgoing(self._made, method, None, params, self._peer, trace.set_span_in_context(self._span))
-        return watch, sent if sent is not None else params
+        watch, carrier = self._child(method, params)
+        return watch, _carrying(params, carrier) or params
+
+    def _child(self, method: str, params: dict[str, Any]) -> tuple[_Exchanged, dict[str, str]]:
+        return _outgoing(self._made, method, None, params, self._peer, trace.set_span_in_context(self._span))
 
 
 class _TracedExchange:
@@ -341,9 +347,7 @@ class _TracedExchange:
         notify, request = self._exchange.notify, self._request
 
         def traced(method: str, params: dict[str, Any]) -> None:
-            carried = request.sent_notification(method, params)
-            given = params.get("_meta")
-            notify(method, {**params, "_meta": {**given, **carried} if isinstance(given, dict) else carried} if carried else params)
+            notify(method, _carrying(params, request.sent_notification(method, params)) or params)
 
         return traced
 
@@ -477,7 +481,8 @@ class ClientObserver:
         peer = _peer_attributes(connection)
         if protocol_version is not None:
             peer["mcp.protocol.version"] = protocol_version
-        return _outgoing(self._instruments(), method, request_id, params, peer, None)
+        watch, carrier = _outgoing(self._instruments(), method, request_id, params, peer, None)
+        return watch, _carrying(params, carrier)
 
     def serving(self, method: str, request_id: Any, params: dict[str, Any], connection: Any, protocol_version: str | None) -> _Exchanged:
         """A request or notification the server sent this client: its SERVER span (the server's
