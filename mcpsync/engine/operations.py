@@ -10,7 +10,7 @@ it; the engine's `OPERATIONS` maps each to its function (prompts, resources and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -309,33 +309,29 @@ def require_scopes(call: Call, entry: Scoped, what: str) -> None:
         raise InsufficientScope(entry.scopes, what)
 
 
-def for_version(definition: dict[str, Any], version: str | None) -> dict[str, Any]:
-    """An entry's definition (a prompt's, a resource's, a template's: a copy when anything goes)
-    without what the negotiated version does not have: `icons` came with 2025-11-25, `title`
-    with 2025-06-18."""
-    old = [key for key, since in (("icons", "2025-11-25"), ("title", "2025-06-18")) if key in definition and not version_at_least(version, since)]
+ENTRY_FIELDS_SINCE = {"icons": "2025-11-25", "title": "2025-06-18"}
+"""The fields of a definition (a prompt's, a resource's, a template's) a version before the one
+named has not."""
+TOOL_FIELDS_SINCE = {**ENTRY_FIELDS_SINCE, "outputSchema": "2025-06-18", "annotations": "2025-03-26", "execution": "2025-11-25"}
+"""A tool's, besides: `execution` (tasks) came with 2025-11-25."""
+SERVER_INFO_FIELDS_SINCE = {**ENTRY_FIELDS_SINCE, "description": "2025-11-25", "websiteUrl": "2025-11-25"}
+"""`serverInfo`'s (an `Implementation`)."""
+
+
+def for_version(definition: dict[str, Any], version: str | None, since: Mapping[str, str] = ENTRY_FIELDS_SINCE) -> dict[str, Any]:
+    """`definition` without the fields the negotiated version does not have (`since`: each
+    field's first version): a copy when any goes, else `definition` itself."""
+    old = [key for key, first in since.items() if key in definition and not version_at_least(version, first)]
     return {key: value for key, value in definition.items() if key not in old} if old else definition
 
 
 def server_info_for(served: Served, version: str | None) -> dict[str, Any]:
-    """`serverInfo` as the negotiated version has it: `description`, `websiteUrl` and `icons`
-    came with 2025-11-25, `title` with 2025-06-18."""
-    info = served.server_info
-    if version_at_least(version, "2025-11-25"):
-        return info
-    old = {"description", "websiteUrl", "icons"} | (set() if version_at_least(version, "2025-06-18") else {"title"})
-    return {key: value for key, value in info.items() if key not in old}
+    """`serverInfo` as the negotiated version has it."""
+    return for_version(served.server_info, version, SERVER_INFO_FIELDS_SINCE)
 
 
 def _tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
-    wire = for_version(tool.definition(), version)
-    if not version_at_least(version, "2025-06-18"):
-        wire.pop("outputSchema", None)
-    if not version_at_least(version, "2025-03-26"):
-        wire.pop("annotations", None)
-    if not version_at_least(version, "2025-11-25"):
-        wire.pop("execution", None)  # tasks came with 2025-11-25
-    return wire
+    return for_version(tool.definition(), version, TOOL_FIELDS_SINCE)
 
 
 def page(served: Served, call: Call, entries: tuple[Any, ...], key: str, describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
