@@ -499,12 +499,16 @@ class Engine:
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
         result["_meta"] = {**meta, META_SERVER_INFO: self.server_info} if meta else {META_SERVER_INFO: self.server_info}
-        if cacheable and method in CACHEABLE_METHODS and result["resultType"] == "complete":
-            hint = self.cache_hints.get(method)
-            result.setdefault("ttlMs", hint.ttl_ms if hint is not None else self.ttl_ms)  # a resource's own, put there by its read, stays
-            result.setdefault("cacheScope", hint.scope if hint is not None else self.cache_scope)
-            if private:
-                result["cacheScope"] = "private"
+        if method in CACHEABLE_METHODS:
+            if cacheable and result["resultType"] == "complete":
+                hint = self.cache_hints.get(method)
+                result.setdefault("ttlMs", hint.ttl_ms if hint is not None else self.ttl_ms)  # a resource's own, put there by its read, stays
+                result.setdefault("cacheScope", hint.scope if hint is not None else self.cache_scope)
+                if private:
+                    result["cacheScope"] = "private"
+            else:  # input_required, or a retry's answer: never kept, whatever hint a resource gave its reads
+                result.pop("ttlMs", None)
+                result.pop("cacheScope", None)
         return result
 
 

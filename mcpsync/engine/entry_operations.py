@@ -99,8 +99,7 @@ def read_resource(served: Served, call: Call) -> dict[str, Any]:
         log.exception("resource %r raised", uri)
         raise McpError(ErrorCode.INTERNAL_ERROR, f"Reading resource failed: {type(exc).__name__}", {"uri": uri}) from exc
     hint = getattr(entry, "cache", None)  # a resource's own (an upstream's resource has none here)
-    retry = "inputResponses" in call.params or "requestState" in call.params  # never cached
-    if hint is not None and call.era is Era.MODERN and not retry:
+    if hint is not None and call.era is Era.MODERN:  # the engine's dressing drops it from a retry's answer
         return {"contents": contents, **hint.wire()}
     return {"contents": contents}
 
