@@ -85,9 +85,9 @@ class PostPath:
             owner = self._session_paths.session_of(environ, principal)
             self._directory.answer(owner, message, body)  # to the request that asked, wherever it waits
             return empty_reply(start_response, 202)
-        if isinstance(message, Notification):
-            return self._notification(environ, start_response, message, era, version, principal)
         carried = trace_headers(environ) if self._engine.observer is not None else None  # read only when traced
+        if isinstance(message, Notification):
+            return self._notification(environ, start_response, message, era, version, principal, carried)
         if era is Era.MODERN:
             session = Session()
             session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
@@ -121,6 +121,7 @@ class PostPath:
         era: Era,
         version: str | None,
         principal: Principal | None,
+        carried: dict[str, str] | None,
     ) -> Iterable[bytes]:
         if era is Era.MODERN:
             # 2026-07-28 has no client notification over HTTP (closing a stream is the cancel);
@@ -129,7 +130,7 @@ class PostPath:
                 raise _Refused(400, "Unsupported protocol version", error=unsupported_version(version))
             return empty_reply(start_response, 202)
         owner = self._session_paths.session_of(environ, principal)
-        self._engine.notified(message, owner.session, HTTP, trace_headers(environ) if self._engine.observer is not None else None)
+        self._engine.notified(message, owner.session, HTTP, carried)
         if message.method == "notifications/cancelled":  # the client stopped waiting: no response
             self._directory.cancel(owner, message.params.get("requestId"))
         return empty_reply(start_response, 202)
