@@ -225,9 +225,13 @@ def _line_indent(text: str, at: int) -> str:
 
 
 def _dumps(value: Any, indent: str, unit: str) -> str:
-    """`value` as JSON, its lines after the first indented to sit at `indent`."""
-    rendered = json.dumps(value, indent=unit if unit.strip(" ") == "" and unit else 2, ensure_ascii=False)
-    return rendered.replace("\n", "\n" + indent)
+    """`value` as JSON indented by the file's own step (spaces or tabs), its lines after the
+    first shifted to sit at `indent`."""
+    return json.dumps(value, indent=unit, ensure_ascii=False).replace("\n", "\n" + indent)
+
+
+def _member(name: str, value: Any, indent: str, unit: str) -> str:
+    return f"{json.dumps(name, ensure_ascii=False)}: {_dumps(value, indent, unit)}"
 
 
 def _insert(text: str, into: _Object, name: str, value: Any) -> str:
@@ -235,15 +239,14 @@ def _insert(text: str, into: _Object, name: str, value: Any) -> str:
     if into.members:
         last = into.members[-1]
         indent = _line_indent(text, text.rfind('"', 0, last.value_start))  # the last member's key's line
-        if not indent and "\n" not in text[into.start : last.value_start]:
-            indent = ""  # all on one line: stay on it
-            piece = f", {json.dumps(name, ensure_ascii=False)}: {_dumps(value, '', unit)}"
+        if not indent and "\n" not in text[into.start : last.value_start]:  # all on one line: stay on it
+            piece = f", {_member(name, value, '', unit)}"
         else:
-            piece = f",\n{indent}{json.dumps(name, ensure_ascii=False)}: {_dumps(value, indent, unit)}"
+            piece = f",\n{indent}{_member(name, value, indent, unit)}"
         return text[: last.value_end] + piece + text[last.value_end :]
     outer = _line_indent(text, into.start)
     indent = outer + unit
-    piece = f"\n{indent}{json.dumps(name, ensure_ascii=False)}: {_dumps(value, indent, unit)}"
+    piece = f"\n{indent}{_member(name, value, indent, unit)}"
     closing = into.end - 1
     before_close = text[into.start + 1 : closing]
     if before_close.strip() == "":  # `{}` or `{ }`: the closing brace goes on a line of its own

@@ -59,3 +59,8 @@ def test_replace_changes_the_one_value_and_a_repeated_key_counts_last() -> None:
 def test_what_is_not_json_is_refused_saying_where(text: str, why: str) -> None:
     with pytest.raises(JsoncError, match=why):
         set_member(text, "mcpServers", "x", {}, replace=False)
+
+
+def test_a_tab_indented_file_gets_its_new_member_indented_with_tabs() -> None:
+    edited, _ = set_member('{\n\t"mcpServers": {\n\t\t"a": {}\n\t}\n}\n', "mcpServers", "new", {"command": "x"}, replace=False)
+    assert '\n\t\t"new": {\n\t\t\t"command": "x"\n\t\t}' in edited and "  " not in edited
