@@ -94,11 +94,7 @@ def add_page(
         ui["prefersBorder"] = prefers_border
     if domain is not None:
         ui["domain"] = domain
-    make = page if callable(page) else (lambda: page)
-
-    def read() -> str:
-        return make()
-
+    read = page if callable(page) else (lambda: page)
     service.add_resource(_Page(read, uri, name=name, description=description, mime_type=APP_MIME_TYPE, meta={"ui": ui} if ui else None))
 
 
