@@ -57,6 +57,8 @@ MAX_TRAILER_BYTES = 16 * 1024
 """Bytes of trailer fields after a chunked body (dropped, but read)."""
 _SLICE = 4096
 _CTL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_FRAMING_NAMES = frozenset(("host", "content-length", "transfer-encoding", "expect"))
+"""The fields whose meaning `on_headers_complete` checks (in lower case)."""
 _IDLE, _HEAD, _BODY = 0, 1, 2
 
 
@@ -132,7 +134,6 @@ class RequestReader:
         self._body: list[bytes] = []
         self._body_size = 0
         self._head_bytes = 0
-        self._head_exact = 0
         self._chunked = False
         self._chunks = 0
         self._framing = 0
@@ -232,6 +233,8 @@ class RequestReader:
                 self._head_bytes += size
                 if self._head_bytes > MAX_HEAD_BYTES:
                     raise Refusal(431, "the request head is too long")
+                if len(self._raw) > MAX_HEADERS:  # at most a slice's worth of fields past the bound
+                    raise Refusal(431, "too many header fields")
             elif self._phase == _BODY and self._chunked and turns == self._turns:
                 self._framing += size - (self._body_size - body_before)
                 if self._framing > MAX_TRAILER_BYTES + CHUNK_FRAMING * self._chunks:
@@ -243,14 +246,7 @@ class RequestReader:
         self._turns += 1
 
     def on_url(self, url: bytes) -> None:
-        self._url += url
-        self._count_head(len(url))
-
-    def _count_head(self, size: int) -> None:
-        """The head's bytes as llhttp delivers them, exactly (a slice's count can lag a slice)."""
-        self._head_exact += size
-        if self._head_exact > MAX_HEAD_BYTES:
-            self._refuse(431, "the request head is too long")
+        self._url += url  # its size is bounded with the head's (`_feed`, `on_headers_complete`)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._phase == _BODY:  # a trailer: dropped, but counted
@@ -259,32 +255,34 @@ class RequestReader:
             if self._trailers > MAX_HEADERS or self._trailer_bytes > MAX_TRAILER_BYTES:
                 self._refuse(431, "the trailer fields are too many or too long")
             return
-        self._raw.append((name, value))  # read once the head is whole (on_headers_complete)
-        self._count_head(len(name) + len(value) + 4)
-        if len(self._raw) > MAX_HEADERS:
-            self._refuse(431, "too many header fields")
+        # Only kept here: their number and size are bounded after each slice (`_feed`), exactly
+        # once the head is whole, and they are read then, in one pass.
+        self._raw.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._phase = _BODY
         self._turns += 1
         parser = self._parser
+        raw = self._raw
+        if len(raw) > MAX_HEADERS:
+            self._refuse(431, "too many header fields")
+        if len(self._url) + sum([len(name) + len(value) for name, value in raw]) + 4 * len(raw) > MAX_HEAD_BYTES:
+            self._refuse(431, "the request head is too long")  # exactly: the slices' count can lag a slice
         version = parser.get_http_version()
         if parser.get_method() == b"CONNECT":
             self._refuse(400, "CONNECT is not supported: this is not a proxy")
         if version not in ("1.1", "1.0"):
             self._refuse(505, f"HTTP/{version} is not supported")
-        raw = self._raw
         if _CTL.search(b"\t".join([value for _, value in raw])):  # llhttp refuses them too
             self._refuse(400, "a control character in a header value")
-        headers = self._headers
+        headers = self._headers = [(name.decode("latin-1"), value.strip(b" \t").decode("latin-1")) for name, value in raw]
         hosts = 0
         expect = False
         length = None
-        for name_bytes, value_bytes in raw:
-            name = name_bytes.decode("latin-1")
-            value = value_bytes.strip(b" \t").decode("latin-1")
-            headers.append((name, value))
+        for name, value in headers:
             lowered = name.lower()
+            if lowered not in _FRAMING_NAMES:
+                continue
             if lowered == "host":
                 hosts += 1
             elif lowered == "content-length":
@@ -297,7 +295,7 @@ class RequestReader:
                 if version == "1.0":
                     self._refuse(400, "chunked transfer coding on HTTP/1.0")
                 self._chunked = True
-            elif lowered == "expect":
+            else:  # expect
                 expect = value.lower() == "100-continue"
         if hosts > 1 or (version == "1.1" and hosts == 0):
             self._refuse(400, "an HTTP/1.1 request carries exactly one Host header")

@@ -110,7 +110,7 @@ class PostPath:
         if not self._sessions.begin(owner, exchange):
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             return json_reply(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
-        exchange.answered.add_done_callback(lambda _f: self._sessions.end(owner, exchange))
+        exchange.when_answered(lambda: self._sessions.end(owner, exchange))
         return self._requests.run(environ, start_response, exchange, owner.session, Era.HANDSHAKE, None, principal)
 
     def _notification(

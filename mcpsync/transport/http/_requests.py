@@ -157,7 +157,7 @@ class Requests:
                 exchange.answer(Final(None))
                 raise _Refused(503, SHUTTING_DOWN, request.id)
             self._inflight.add(exchange, exchange)
-        exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
+        exchange.when_answered(lambda: self._forget(exchange))
         if request.method == "subscriptions/listen":  # no run time limit: it lasts as long as its token
             return self._respond(start_response, exchange, token_end(principal), lambda: self._listens.end(exchange), created)
         if request.method == "tasks/result":  # it waits for its task, however long (2025-11-25), as long as its token
@@ -185,7 +185,7 @@ class Requests:
                 raise _Refused(503, SHUTTING_DOWN, exchange.request.id)
             self._inflight.add(exchange, exchange)
             self._inline[exchange] = respond_now
-        exchange.answered.add_done_callback(lambda _f: self._forget(exchange))
+        exchange.when_answered(lambda: self._forget(exchange))
         try:
             outcome = self._engine.execute_safely(exchange.request, session, exchange, HTTP, header_check, caller.principal)
         finally:

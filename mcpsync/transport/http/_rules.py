@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,10 +63,22 @@ def route(message: Message, version_header: str | None) -> Era:
 
 # -- headers ----------------------------------------------------------------------------------------
 
+_KEYS = MappingProxyType({
+    name: environ_key(name)
+    for name in ("Accept", "Content-Length", "Content-Type", "Host", "Last-Event-ID", "MCP-Protocol-Version", "Mcp-Session-Id", "Origin",
+                 "mcp-method", "mcp-name", "mcp-protocol-version", "traceparent", "tracestate")
+})
+"""The environ keys of the headers every request is looked up by, made once (`environ_key` is a
+memo, but a call to it costs as much as the rest of a lookup)."""
+
+
 def header(environ: Mapping[str, Any], name: str) -> str | None:
     """One request header, its surrounding whitespace removed, or None."""
-    value = environ.get(environ_key(name))
-    return None if value is None else str(value).strip(" \t")
+    key = _KEYS.get(name) or environ_key(name)
+    value = environ.get(key)
+    if value is None:
+        return None
+    return value.strip(" \t") if type(value) is str else str(value).strip(" \t")
 
 
 def trace_headers(environ: Mapping[str, Any]) -> dict[str, str] | None:
@@ -184,9 +197,18 @@ def rebinding_refusal(
 ) -> str | None:
     """Why this request's `Host` or `Origin` is refused (answer 403), or None to let it in."""
     host = header(environ, "Host") or f"{environ.get('SERVER_NAME', '')}:{environ.get('SERVER_PORT', '')}"
-    hostname, _ = _split_host(host)
     remote = environ.get("REMOTE_ADDR")
     from_loopback = remote is None or _is_loopback_ip(str(remote))
+    return _rebinding_verdict(host, header(environ, "Origin"), from_loopback, allowed_hosts, allowed_origins)
+
+
+@functools.lru_cache(maxsize=256)
+def _rebinding_verdict(
+    host: str, origin: str | None, from_loopback: bool, allowed_hosts: frozenset[str] | None, allowed_origins: frozenset[str] | None
+) -> str | None:
+    """`rebinding_refusal`'s answer from what it depends on. Cached: a client sends the same Host
+    and Origin with every request (a Host that changes with each only churns the cache)."""
+    hostname, _ = _split_host(host)
     hosts = allowed_hosts or frozenset()
     host_ok = (
         "*" in hosts
@@ -196,7 +218,6 @@ def rebinding_refusal(
     )
     if not host_ok:
         return f"Host {host!r} is not allowed"
-    origin = header(environ, "Origin")
     if origin is None:
         return None
     origins = allowed_origins or frozenset()

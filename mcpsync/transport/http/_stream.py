@@ -204,7 +204,9 @@ class Exchange(Cancellable):
         self._channel: Channel | None = None  # made when first needed: an answer in hand never is
         self._channel_lock = threading.Lock()  # its own: `ask` reads the channel under `_lock`
         self.streams = streams  # request-scoped notifications may go out (as SSE)
-        self.answered: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._answered = False
+        self._on_answered: list[Callable[[], None]] = []
+        self._answered_future: concurrent.futures.Future[None] | None = None  # made only when asked for
         self.session_id: str | None = None  # a handshake-era session's request: its stream may resume
         self.deadline: float | None = None  # when it is answered -32603 if still running
         self._asks = asks if streams else None
@@ -213,6 +215,28 @@ class Exchange(Cancellable):
     @property
     def done(self) -> bool:
         return self._done
+
+    @property
+    def answered(self) -> concurrent.futures.Future[None]:
+        """A future resolved once the request is answered, made when first asked for: a shutdown
+        waits on the futures of the requests it drains, but a request answered at once never has
+        one made (a future is a condition, its lock and a callback list: a few microseconds a
+        request). Its callbacks are for the rare waiter; the transport's own go to `when_answered`."""
+        with self._lock:
+            if self._answered_future is None:
+                self._answered_future = concurrent.futures.Future()
+                if self._answered:
+                    self._answered_future.set_result(None)
+            return self._answered_future
+
+    def when_answered(self, callback: Callable[[], None]) -> None:
+        """Run `callback()` once the request is answered, on the thread that answers it (at once
+        if it is answered already)."""
+        with self._lock:
+            if not self._answered:
+                self._on_answered.append(callback)
+                return
+        callback()
 
     @property
     def channel(self) -> Channel:
@@ -345,10 +369,17 @@ class Exchange(Cancellable):
         self._abandon_asks(reason)
 
     def _set_answered(self) -> None:
-        try:
-            self.answered.set_result(None)
-        except concurrent.futures.InvalidStateError:
-            pass
+        with self._lock:
+            self._answered = True
+            callbacks, self._on_answered = self._on_answered, []
+            future = self._answered_future
+        if future is not None and not future.done():
+            future.set_result(None)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("a callback of an answered request failed")
 
 
 class SseBody:
