@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..auth.resource.principal import Principal
@@ -110,7 +110,7 @@ class Context:
         wants_log: Callable[[str], bool],
         on_cancel: Callable[[Callable[[], None]], None] | None = None,
         ask_client: AskClient | None = None,
-        answers: dict[str, Any] | None = None,
+        answers: Mapping[str, Any] | None = None,
         state: Any = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         seal: Callable[[dict[str, Any], Any], str] | None = None,

@@ -21,8 +21,9 @@ times.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..catalog.context import AskCancelled
@@ -51,8 +52,9 @@ HANDSHAKE_PAUSE, HANDSHAKE_MAX_PAUSE = 0.05, 1.0
 class Retry:
     """What a request brings from earlier rounds (nothing, for a first round or the handshake era)."""
 
-    answers: dict[str, Any] = field(default_factory=dict)
-    """The sealed answers of earlier rounds, with this round's `inputResponses` over them."""
+    answers: Mapping[str, Any]
+    """The sealed answers of earlier rounds, with this round's `inputResponses` over them (read
+    only: a `Context` copies them)."""
     state: Any = None
     """The function's own state (`ctx.state`)."""
     token: str | None = None
@@ -61,12 +63,16 @@ class Retry:
     """What it opened to (its expiry, for a single-use mark's lifetime)."""
 
 
+FIRST_ROUND = Retry(MappingProxyType({}))
+"""What a first round brings: nothing (one for every request, as it is read only)."""
+
+
 def prepare(sealer: RequestStateSealer, call: Call) -> Retry:
     """The answers and the function's state a 2026-07-28 retry brings: -32602 for a
     `requestState` that fails to open (with `data.reason`) or `inputResponses` that is no object."""
-    if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
-        return Retry()
     params = call.params
+    if call.era is not Era.MODERN or call.method not in MRTR_METHODS or ("requestState" not in params and "inputResponses" not in params):
+        return FIRST_ROUND
     answers: dict[str, Any] = {}
     state, token, sealed = None, None, None
     if "requestState" in params:
