@@ -68,7 +68,7 @@ class Event:
     frame: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: that costs an object.__setattr__ per field, every answer; read-only by convention
 class Final:
     """The answer to a request: the JSON-RPC response frame and the HTTP status it gets as JSON.
     `frame` is None when nothing is to be sent (a request the client cancelled)."""
