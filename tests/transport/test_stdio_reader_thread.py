@@ -6,6 +6,7 @@ reader. Real pipes, the real transport."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -73,6 +74,25 @@ def test_a_slow_tool_without_a_context_does_not_hold_the_requests_behind_it(tool
                 break
             ran_on.append(_ran_on(client, era, "where", id=f"after-{attempt}"))
         assert ran_on[-1] == READER, ran_on
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_answers_read_together_with_a_slow_request_are_not_held_behind_it(tools: ThreadTools, era: str) -> None:
+    """Requests that arrive in one read are answered a few to a write, but none waits behind a
+    request among them that holds the reader: those before it go out while it runs, and those
+    after it are read and answered by a worker meanwhile."""
+    with _client(tools) as client:
+        _open(client, era)
+        before, after = [f"before-{n}" for n in range(20)], [f"after-{n}" for n in range(3)]
+        calls = [(id, "where") for id in before] + [("held", "hold")] + [(id, "where") for id in after]
+        client.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": _params(era, tool)}).encode() + b"\n"
+                             for id, tool in calls))
+        answered = {client.recv()["id"] for _ in range(len(before) + len(after))}  # fails past LONG if held
+        assert answered == set(before + after)
+        assert tools.holding.is_set()
+        tools.release.set()
+        answer = client.recv()
+        assert answer["id"] == "held" and answer["result"]["content"][0]["text"] == READER
 
 
 def test_a_cancelled_request_held_on_the_reader_is_never_answered(tools: ThreadTools) -> None:

@@ -16,7 +16,7 @@ from .._timeouts import LONG
 
 class ThreadTools:
     """`where` and `where_with_context` answer their thread's name; `hold` and
-    `hold_with_context` set `holding`, then wait for `release` (at most LONG) and answer theirs;
+    `hold_with_context` set `holding`, then wait for `release` (at most 2 LONG and LONG) and answer theirs;
     `big` answers as many characters as it is asked for."""
 
     def __init__(self) -> None:
@@ -36,9 +36,10 @@ class ThreadTools:
 
         @service.tool
         def hold() -> str:
-            """Promises nothing and waits for the test to let it go."""
+            """Promises nothing and waits for the test to let it go (longer than a test waits for
+            an answer, so an answer held behind it fails the test rather than arriving late)."""
             self.holding.set()
-            self.release.wait(LONG)
+            self.release.wait(2 * LONG)
             return threading.current_thread().name
 
         @service.tool

@@ -55,6 +55,11 @@ READER_ALLOWANCE = 1024 * 1024
 """Bytes past `max_queued` at which the reader stops reading its input until the client reads."""
 WRITER_THREAD = "mcpsync-stdio-writer"
 _CHUNK = 1 << 16  # bytes the writer joins into one write, from frames queued behind each other
+_CORK_FRAMES = 8
+"""Answers `cork` holds before it writes them: enough to spare most system calls and the client's
+wake-ups, few enough that the client works on the first ones while the rest are made (holding a
+whole read's worth made a pipelining client wait for all of them: at concurrency 16, 20 % fewer
+requests a second than holding 8)."""
 _IDLE_WAIT = 5.0  # seconds an idle writer or a caller waiting for room sleeps before looking again
 
 
@@ -81,6 +86,8 @@ class Output:
         self._closed = False  # `finish` began: nothing more is taken
         self._unbounded = False  # `stop_waiting`: nobody waits for room any more
         self._give_up_at: float | None = None  # `finish`: the writer's deadline
+        self._corked: list[bytes] | None = None  # frames held while the reader works through one read (`cork`)
+        self._corked_size = 0
         self._writer: threading.Thread | None = None
         self._wake_r = self._wake_w = -1  # the writer's wake-up pipe, made with the writer
         kind = os.fstat(fd).st_mode
@@ -101,16 +108,56 @@ class Output:
         if not self._deadlines:
             return self._write_through(frame)
         with self._state:
-            if not self._queue and not self._writing:  # nothing ahead of it: the pipe, now
-                written = self._write_now(frame)
-                if written is None:
-                    return False
-                if written == len(frame):
-                    return True
-                self._enqueue(memoryview(frame)[written:])
+            corked = self._corked
+            if corked is not None:
+                corked.append(frame)
+                self._corked_size += len(frame)
+                if self._corked_size >= _CHUNK or len(corked) >= _CORK_FRAMES:
+                    return self._flush_corked()
                 return True
-            self._enqueue(memoryview(frame))
+            return self._hand_to_pipe(frame)
+
+    def cork(self) -> None:
+        """Hold what is handed over from now until `uncork`, and write it then, in one system call
+        (the reader, before it runs the requests one read brought: at concurrency their answers
+        come out together instead of a write, and a wake-up of the client, each). Frames stay in
+        the order handed over, whichever thread hands them; at most `_CHUNK` bytes are held."""
+        if self._deadlines:
+            with self._state:
+                if self._corked is None and not (self._broken or self._closed):
+                    self._corked = []
+
+    def uncork(self) -> None:
+        """Write what `cork` held, and hold nothing more (any thread: the reader once it has run
+        what it read, the watch when a request holds the reader, `finish`)."""
+        if self._corked is not None:
+            with self._state:
+                if self._corked is not None:
+                    self._flush_corked()
+                    self._corked = None
+
+    def _flush_corked(self) -> bool:
+        """Under `_state`: the held frames to the pipe, as one."""
+        assert self._corked is not None
+        held, self._corked, self._corked_size = self._corked, [], 0
+        if not held:
             return True
+        return self._hand_to_pipe(held[0] if len(held) == 1 else b"".join(held))
+
+    def _hand_to_pipe(self, data: bytes) -> bool:
+        """Under `_state`: written now when nothing waits ahead of it, else queued for the writer."""
+        if self._broken or self._closed:
+            return False
+        if not self._queue and not self._writing:  # nothing ahead of it: the pipe, now
+            written = self._write_now(data)
+            if written is None:
+                return False
+            if written == len(data):
+                return True
+            self._enqueue(memoryview(data)[written:])
+            return True
+        self._enqueue(memoryview(data))
+        return True
 
     def wait_for_room(self, size: int) -> bool:
         """Before taking `lock` to hand over `size` bytes: wait while the queue holds more than
@@ -147,6 +194,7 @@ class Output:
     def finish(self, timeout: float) -> bool:
         """Take nothing more, give the writer `timeout` seconds to deliver what is queued, stop it
         and join it; True when everything handed over was written. The fd stays the caller's."""
+        self.uncork()
         with self._state:
             self._closed = self._unbounded = True
             self._give_up_at = time.monotonic() + max(0.0, timeout)
@@ -306,6 +354,9 @@ class Output:
             self._broken = True
             self._queue.clear()
             self._queued = 0
+            if self._corked is not None:
+                self._corked = []
+                self._corked_size = 0
             self._state.notify_all()
         log.log(level, why)
         self._on_broken()

@@ -245,7 +245,8 @@ class StdioServer:
     def _hand_over(self) -> None:
         """The watch's call: a request holds the reader, so a worker reads meanwhile. There is
         always a free one: the reader runs a request itself only while one is (`_runs_here`), and
-        nothing else submits work."""
+        nothing else submits work. The answers held back for one write (`Output.cork`) go now."""
+        self._output.uncork()
         epoch = self._baton.lend(lambda: self._inflight.has_room)
         if epoch is None:
             return
@@ -291,10 +292,15 @@ class StdioServer:
         poller.register(self._done_r, select.POLLIN)
         listening = False
         while baton.epoch == epoch and not baton.ended:
-            while self._pending and self._blocking is None:
-                self._dispatch(self._pending.popleft())
-                if baton.epoch != epoch:
-                    return None  # a request held this thread: the rest is the new reader's
+            if len(self._pending) > 1 and self._blocking is None:
+                self._output.cork()  # what this read brought is answered in one write
+            try:
+                while self._pending and self._blocking is None:
+                    self._dispatch(self._pending.popleft())
+                    if baton.epoch != epoch:
+                        return None  # a request held this thread: the rest is the new reader's
+            finally:
+                self._output.uncork()
             if borrowed and baton.home_waiting:
                 return None
             if self._stop_requested.is_set():
