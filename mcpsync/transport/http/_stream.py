@@ -38,6 +38,7 @@ from ...protocol.jsonrpc import Request
 from ...protocol.sse import sse_event
 from ..lifecycle.asks import PendingAsks, cancelled_frame, request_frame
 from ..lifecycle.cancellation import Cancellable
+from ..lifecycle.inflight import AnsweredOnDemand
 
 log = logging.getLogger("mcpsync")
 
@@ -204,9 +205,8 @@ class Exchange(Cancellable):
         self._channel: Channel | None = None  # made when first needed: an answer in hand never is
         self._channel_lock = threading.Lock()  # its own: `ask` reads the channel under `_lock`
         self.streams = streams  # request-scoped notifications may go out (as SSE)
-        self._answered = False
-        self._on_answered: list[Callable[[], None]] = []
-        self._answered_future: concurrent.futures.Future[None] | None = None  # made only when asked for
+        self._answered = AnsweredOnDemand(self._lock)
+        self._on_answered: list[Callable[[], None]] = []  # the transport's own callbacks (`when_answered`)
         self.session_id: str | None = None  # a handshake-era session's request: its stream may resume
         self.deadline: float | None = None  # when it is answered -32603 if still running
         self._asks = asks if streams else None
@@ -218,22 +218,15 @@ class Exchange(Cancellable):
 
     @property
     def answered(self) -> concurrent.futures.Future[None]:
-        """A future resolved once the request is answered, made when first asked for: a shutdown
-        waits on the futures of the requests it drains, but a request answered at once never has
-        one made (a future is a condition, its lock and a callback list: a few microseconds a
-        request). Its callbacks are for the rare waiter; the transport's own go to `when_answered`."""
-        with self._lock:
-            if self._answered_future is None:
-                self._answered_future = concurrent.futures.Future()
-                if self._answered:
-                    self._answered_future.set_result(None)
-            return self._answered_future
+        """A future resolved once the request is answered, made when first asked for (a shutdown
+        waits on it). The transport's own callbacks go to `when_answered`."""
+        return self._answered.future()
 
     def when_answered(self, callback: Callable[[], None]) -> None:
         """Run `callback()` once the request is answered, on the thread that answers it (at once
         if it is answered already)."""
         with self._lock:
-            if not self._answered:
+            if not self._answered.over:
                 self._on_answered.append(callback)
                 return
         callback()
@@ -369,12 +362,9 @@ class Exchange(Cancellable):
         self._abandon_asks(reason)
 
     def _set_answered(self) -> None:
-        with self._lock:
-            self._answered = True
+        self._answered.end()
+        with self._lock:  # a callback given from now on runs at once (`when_answered`)
             callbacks, self._on_answered = self._on_answered, []
-            future = self._answered_future
-        if future is not None and not future.done():
-            future.set_result(None)
         for callback in callbacks:
             try:
                 callback()

@@ -46,6 +46,37 @@ class Running(Protocol):
 R = TypeVar("R", bound=Running)
 
 
+class AnsweredOnDemand:
+    """A request's `answered` future (`Running`), made only when something waits on it (a shutdown
+    draining the requests in flight): most requests never are, and a future is a condition, its
+    lock and a callback list, a few microseconds a request. It shares its request's `lock`."""
+
+    __slots__ = ("_lock", "_future", "over")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self._future: concurrent.futures.Future[None] | None = None
+        self.over = False
+        """Whether the request is over (`end`); read under the lock to act on it."""
+
+    def future(self) -> concurrent.futures.Future[None]:
+        """The future, made now if it was not (resolved at once when the request is over)."""
+        with self._lock:
+            if self._future is None:
+                self._future = concurrent.futures.Future()
+                if self.over:
+                    self._future.set_result(None)
+            return self._future
+
+    def end(self) -> None:
+        """The request is over: its future, if one was made, resolves (once)."""
+        with self._lock:
+            self.over = True
+            future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+
 def shutting_down_frame(request_id: Any) -> bytes:
     """The encoded -32603 answer of a request still unanswered when shutdown gave up on it."""
     return jsonrpc.encode(jsonrpc.error_frame(request_id, McpError(ErrorCode.INTERNAL_ERROR, SHUTTING_DOWN)))

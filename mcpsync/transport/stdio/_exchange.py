@@ -29,6 +29,7 @@ from ...protocol.jsonrpc import Request, Response
 from ...protocol.versions import Era, claims_modern
 from ..lifecycle.asks import PendingAsks, cancelled_frame, request_frame
 from ..lifecycle.cancellation import Cancellable
+from ..lifecycle.inflight import AnsweredOnDemand
 from ._output import Output
 
 log = logging.getLogger("mcpsync")
@@ -38,7 +39,7 @@ class Exchange(Cancellable):
     """One in-flight request: its cancellation, its request-scoped notifications and the requests
     it sends the client (`ask`)."""
 
-    __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_over", "_output", "_asks")
+    __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_output", "_asks")
 
     release_stream = None
     """A stdio request has no stream of its own to release (the engine's `Exchange` asks)."""
@@ -53,8 +54,7 @@ class Exchange(Cancellable):
         self.cancelled_by_client = False
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
-        self._answered: concurrent.futures.Future[None] | None = None  # made when someone waits
-        self._over = False  # set by finish(), after the response and the era commit
+        self._answered = AnsweredOnDemand(self._lock)  # over once finish() is: after the response and the era commit
         self._output = output
         self._asks = asks
 
@@ -63,23 +63,15 @@ class Exchange(Cancellable):
         """Resolved once the request is over (answered, or dropped). A forwarded call ends long
         after its worker returned, so this, not `future`, is what waits for a request. Made on
         first use: most requests are never waited for."""
-        with self._lock:
-            if self._answered is None:
-                self._answered = concurrent.futures.Future()
-                if self._over:
-                    self._answered.set_result(None)
-            return self._answered
+        return self._answered.future()
 
     def finish(self) -> None:
         """Mark the request over (after its response, or instead of one); its open asks fail."""
         with self._lock:
             self.done = True
-            self._over = True
-            answered = self._answered
         self.forget_callbacks()
         self._asks.abandon(self)
-        if answered is not None and not answered.done():
-            answered.set_result(None)
+        self._answered.end()
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         frame = jsonrpc.encode(jsonrpc.notification_frame(method, params))

@@ -121,7 +121,8 @@ class Output:
         """Hold what is handed over from now until `uncork`, and write it then, in one system call
         (the reader, before it runs the requests one read brought: at concurrency their answers
         come out together instead of a write, and a wake-up of the client, each). Frames stay in
-        the order handed over, whichever thread hands them; at most `_CHUNK` bytes are held."""
+        the order handed over, whichever thread hands them; at most `_CORK_FRAMES` frames and `_CHUNK`
+        bytes are held before they are written."""
         if self._deadlines:
             with self._state:
                 if self._corked is None and not (self._broken or self._closed):
