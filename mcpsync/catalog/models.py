@@ -25,7 +25,6 @@ receives and what a client gets back come from the same model:
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from typing import Annotated, Any, get_args, get_origin
 
@@ -169,6 +168,8 @@ def _field_errors(exc: Any) -> FieldErrors:
 
 def _errors(exc: Any, most: int) -> list[dict[str, Any]]:
     """The first `most` errors of a `ValidationError`, parsed from its compact JSON array."""
+    import json  # deferred: only a pydantic model's refused argument gets here
+
     text = exc.json(include_url=False, include_context=False, include_input=False)
     decoder = json.JSONDecoder()
     errors: list[dict[str, Any]] = []

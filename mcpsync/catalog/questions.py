@@ -15,7 +15,7 @@ whether an answer has the shape its method promises (`checked_answer`).
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,7 +186,7 @@ def request_params(question: Question) -> dict[str, Any]:
     carries an `elicitationId` there (2026-07-28 has none)."""
     params = dict(question.params)
     if question.method == ELICIT and params.get("mode") == "url":
-        params.setdefault("elicitationId", uuid.uuid4().hex)  # a relayed question keeps its upstream's
+        params.setdefault("elicitationId", os.urandom(16).hex())  # a relayed question keeps its upstream's
     return params
 
 

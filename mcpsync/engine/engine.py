@@ -11,7 +11,7 @@ answered as is; any other exception is a bug, logged with a correlation id and a
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -478,7 +478,7 @@ class Engine:
             return Failure(self._internal_error(call))
 
     def _internal_error(self, call: Call) -> McpError:
-        correlation = uuid.uuid4().hex[:12]
+        correlation = os.urandom(6).hex()
         log.exception("internal error %s while serving %s (id %r)", correlation, call.method, call.request.id)
         return McpError(ErrorCode.INTERNAL_ERROR, "Internal error", {"correlationId": correlation})
 

@@ -13,7 +13,6 @@ rejected before ints.
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +137,8 @@ def _has_non_json_constant(text: str | bytes) -> bool:
     """ujson accepts NaN and ±Infinity; the strict parser decides whether they appear outside strings."""
     def reject(constant: str) -> None:
         raise ValueError(constant)
+
+    import json  # deferred: only a frame holding "NaN" or "Infinity" gets here, and json costs start-up 1.5 ms
 
     try:
         json.loads(text, parse_constant=reject)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import secrets
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -66,7 +66,7 @@ class RemoteCarriage:
         """The carrier a `tasks/result` waiting on `replica` is, for the task's questions here."""
 
         def ask(method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
-            question_id = secrets.token_urlsafe(12)
+            question_id = os.urandom(12).hex()
             future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
             with self._lock:
                 self._asked[question_id] = future

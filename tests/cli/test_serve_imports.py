@@ -51,6 +51,11 @@ ONLY_WHEN_ASKED = (
     "socket",
     "mcpsync.telemetry",
     "opentelemetry",
+    # Needed by rare requests only (a refused pydantic argument, a request that asks first), or for
+    # random ids that os.urandom gives as well: each costs every start-up a millisecond or more.
+    "json",
+    "secrets",
+    "random",
 )
 
 
