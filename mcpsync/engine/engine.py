@@ -420,7 +420,7 @@ class Engine:
         for interceptor in self.interceptors:
             outcome = self._guard(interceptor.after_execute, call, outcome)
         if isinstance(outcome, Success):
-            outcome = self._finish(call, outcome.result)
+            outcome = self._finish(call, outcome)
         if claimed and not isinstance(outcome, Success):
             call.session.release_initialize()
         return outcome
@@ -482,12 +482,15 @@ class Engine:
         log.exception("internal error %s while serving %s (id %r)", correlation, call.method, call.request.id)
         return McpError(ErrorCode.INTERNAL_ERROR, "Internal error", {"correlationId": correlation})
 
-    def _finish(self, call: Call, result: dict[str, Any]) -> Success:
+    def _finish(self, call: Call, outcome: Success) -> Success:
+        """The era's dressing, and the era a success claims (its transport commits it once the
+        answer is written); a handshake-era answer but `initialize`'s is the outcome as it came."""
         if call.era is Era.MODERN:
             retry = "inputResponses" in call.params or "requestState" in call.params
-            return Success(self.dress_modern(call.method, result, cacheable=not retry, private=call.principal is not None), Era.MODERN)
-        claims = Era.HANDSHAKE if call.method == "initialize" else None
-        return Success(result, claims)
+            return Success(self.dress_modern(call.method, outcome.result, cacheable=not retry, private=call.principal is not None), Era.MODERN)
+        if call.method == "initialize":
+            return Success(outcome.result, Era.HANDSHAKE)
+        return outcome if outcome.claims is None else Success(outcome.result)
 
     def dress_modern(self, method: str, result: dict[str, Any], *, cacheable: bool = True, private: bool = False) -> dict[str, Any]:
         """A copy of `result` with what every 2026-07-28 result carries: resultType, serverInfo,

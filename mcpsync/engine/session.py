@@ -64,6 +64,8 @@ class Session:
 
     def commit_era(self, era: Era) -> None:
         """Lock the era (first success wins); for the handshake era also open the notification gate."""
+        if self._era is era and (era is Era.MODERN or self._initialized):
+            return  # settled already (every 2026-07-28 answer claims its era), and it never moves back
         with self._lock:
             if self._era is None:
                 self._era = era

@@ -162,9 +162,9 @@ class InFlight(Generic[R]):
 
     @property
     def has_room(self) -> bool:
-        """A worker is free, or may start: work submitted now begins at once."""
-        with self._lock:
-            return len(self._work) < self._workers
+        """A worker is free, or may start: work submitted now begins at once. (Read without the
+        lock: one `len`, and the answer may be stale the moment it is given either way.)"""
+        return len(self._work) < self._workers
 
     def _work_done(self, work: concurrent.futures.Future[None]) -> None:
         with self._lock:

@@ -77,7 +77,10 @@ class Output:
         self._write_timeout = write_timeout
         self._max_queued = max_queued
         # Re-entrant: `stop_waiting` may run in a signal handler on a thread that holds it.
-        self._state = threading.Condition(threading.RLock())
+        self._state_lock = threading.RLock()
+        """`_state`'s lock, entered directly where every frame or read passes (`write_locked`,
+        `cork`, `uncork`): a Condition's `__enter__` is Python code, a call more per frame."""
+        self._state = threading.Condition(self._state_lock)
         self._queue: collections.deque[memoryview] = collections.deque()
         self._queued = 0  # bytes in `_queue`
         self._waiting_since = 0.0  # when the queue last had to start waiting, or last moved
@@ -107,7 +110,7 @@ class Output:
             return False
         if not self._deadlines:
             return self._write_through(frame)
-        with self._state:
+        with self._state_lock:
             corked = self._corked
             if corked is not None:
                 corked.append(frame)
@@ -124,7 +127,7 @@ class Output:
         the order handed over, whichever thread hands them; at most `_CORK_FRAMES` frames and `_CHUNK`
         bytes are held before they are written."""
         if self._deadlines:
-            with self._state:
+            with self._state_lock:
                 if self._corked is None and not (self._broken or self._closed):
                     self._corked = []
 
@@ -132,7 +135,7 @@ class Output:
         """Write what `cork` held, and hold nothing more (any thread: the reader once it has run
         what it read, the watch when a request holds the reader, `finish`)."""
         if self._corked is not None:
-            with self._state:
+            with self._state_lock:
                 if self._corked is not None:
                     self._flush_corked()
                     self._corked = None
@@ -166,7 +169,7 @@ class Output:
         when there is none and no waiting either (`stop_waiting`, or the output broke or is
         finishing): an answer then goes in all the same, a notification is better dropped. Never
         call it holding `lock`: the reader must be able to take it meanwhile."""
-        if not self._deadlines:
+        if not self._deadlines or not self._queue:  # nothing queued is room (read unlocked: as if just before a frame was queued)
             return not (self._broken or self._closed)
         with self._state:
             while self._queue and self._queued + size > self._max_queued:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import logging
 import os
 import select
@@ -380,32 +381,33 @@ class StdioServer:
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             self._send(jsonrpc.error_frame(request.id, error))
             return
-        if self._engine.forwards_at_once(request):
-            self._execute(request, exchange)  # here: it only sends the call upstream
-        elif self._runs_here(request):
+        finish_first = self._must_finish_first(request)
+        if self._runs_here(request, finish_first):
             turn = self._watch.begin()
             try:
                 self._execute(request, exchange)
             finally:
                 self._watch.end(turn)
+        elif self._engine.forwards_at_once(request):
+            self._execute(request, exchange)  # here: it only sends the call upstream
         else:
             try:
                 exchange.future = self._inflight.submit(self._execute, request, exchange)
             except RuntimeError:  # the executor is shutting down
                 self._inflight.settle(request.id, exchange)
                 return
-        if self._must_finish_first(request):
+        if finish_first:
             self._blocking = exchange.answered
             exchange.answered.add_done_callback(self._wake_reader)
 
-    def _runs_here(self, request: Request) -> bool:
+    def _runs_here(self, request: Request, finish_first: bool) -> bool:
         """Whether the reader runs `request` itself: the engine answers it at once, nothing must
         wait for it (it is not an era's first), and a worker is free to read in its place should
         it hold the reader after all. (So a quick request may be answered before a slower one read
         earlier, as it could when both went to workers; JSON-RPC matches answers by id. Waiting
         for the workers to be idle instead kept every request on them for as long as a pipelined
         client kept one there: half the throughput at concurrency 16.)"""
-        return self._engine.answers_at_once(request) and not self._must_finish_first(request) and self._inflight.has_room
+        return not finish_first and self._engine.answers_at_once(request) and self._inflight.has_room
 
     def _must_finish_first(self, request: Request) -> bool:
         method = request.method
@@ -453,7 +455,7 @@ class StdioServer:
 
     # -- workers ---------------------------------------------------------------------------------
     def _execute(self, request: Request, exchange: Exchange) -> None:
-        self._engine.execute_to(request, self._session, exchange, STDIO, lambda final: self._complete(request, exchange, final))
+        self._engine.execute_to(request, self._session, exchange, STDIO, functools.partial(self._complete, request, exchange))
 
     def _complete(self, request: Request, exchange: Exchange, outcome: Outcome) -> None:
         if isinstance(outcome, Subscribed):
