@@ -7,11 +7,10 @@ waiting for it stops waiting when the loop ends."""
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Iterator
 
 import pytest
-
-import threading
 
 from mcpsync._loop_turns import LoopBaton, LoopWatch
 
@@ -140,3 +139,37 @@ def test_reclaim_brings_home_a_loan_whose_worker_never_began() -> None:
 
     baton.borrow(began, reclaim_while_running)
     assert seen == [began] and baton.epoch == began + 1  # given back when its loop returned
+
+
+class _CountingEvent(threading.Event):
+    """The watch's wake-up event, counting how often the loop sets it and telling when the watch
+    has gone to sleep on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+        self.slept = threading.Event()
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.slept.set()
+        return super().wait(timeout)
+
+
+def test_a_sleeping_watch_is_woken_once_not_at_every_turn_until_it_runs() -> None:
+    """Waking the watch takes a lock and a notify; until the woken thread gets the interpreter back
+    (up to its switch interval) a busy loop must not pay that again at every turn."""
+    watch = LoopWatch(lambda: None, "test-watch", limit=LIMIT)
+    wake = _CountingEvent()
+    watch._wake = wake  # the watch's own event, swapped for one that counts its sets
+    watch.start()
+    try:
+        assert wake.slept.wait(LONG), "the watch never went to sleep"
+        for _ in range(2000):
+            watch.end(watch.begin())
+    finally:
+        watch.stop(LONG)
+    assert 1 <= wake.sets <= 5, f"the loop set the watch's event {wake.sets} times in 2000 turns"
