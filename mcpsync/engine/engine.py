@@ -210,7 +210,7 @@ class Engine:
         that takes no `Context` (it cannot report progress, log or see a cancellation). A
         transport may run such a request on the thread that received it, sparing the hand-off to
         a worker. Interceptors may do anything with the exchange, so with any of them: never."""
-        if self.interceptors:
+        if self.served.interceptors:
             return False
         if request.method == "tools/call":
             name = request.params.get("name")
@@ -225,7 +225,7 @@ class Engine:
         a task (its record may live in a store) or a claim of a single-use state. What the tool's
         own function does is the user's: a transport running such a request where nothing may
         wait (mcpsync's HTTP server, on its loop thread) watches it and moves on without it."""
-        if self.interceptors:
+        if self.served.interceptors:
             return False
         if request.method == "tools/call":
             name = request.params.get("name")
@@ -243,7 +243,7 @@ class Engine:
         around it: executing it only sends the call upstream (the answer comes later, on the
         thread that reads the upstream's), so a transport's reader may execute it itself,
         sparing the hand-off to a worker on the gateway's hot path."""
-        if self.interceptors or request.method != "tools/call":
+        if self.served.interceptors or request.method != "tools/call":
             return False
         name = request.params.get("name")
         tool = self.catalog.find_tool_known(name) if isinstance(name, str) else None  # never asks an upstream
@@ -280,11 +280,16 @@ class Engine:
         -32603 (every transport runs requests this way). The `observer`, if any, sees it begin
         here and end with its final outcome (a forwarded call's when the upstream answers)."""
         observer = self.observer
-        if observer is None:
-            return self._execute_guarded(request, session, exchange, transport, header_check, principal)
+        if observer is None:  # the guard written out here: a frame less on every request's way
+            try:
+                return self.execute(request, session, exchange, transport, header_check, principal)
+            except Exception:
+                return _engine_bug(request)
         observation = observer.begin(request, session, transport, exchange.trace_headers)
         try:
-            outcome = self._execute_guarded(request, session, observation.exchange(exchange), transport, header_check, principal)
+            outcome = self.execute(request, session, observation.exchange(exchange), transport, header_check, principal)
+        except Exception:
+            outcome = _engine_bug(request)
         finally:
             observation.leave()
         if isinstance(outcome, Deferred):
@@ -293,21 +298,6 @@ class Engine:
         if isinstance(outcome, Subscribed):  # what the listen is told later stays in its trace
             return replace(outcome, stamp=observation.stamp)
         return outcome
-
-    def _execute_guarded(
-        self,
-        request: Request,
-        session: Session,
-        exchange: Exchange,
-        transport: TransportInfo,
-        header_check: HeaderCheck | None,
-        principal: Principal | None,
-    ) -> Outcome:
-        try:
-            return self.execute(request, session, exchange, transport, header_check, principal)
-        except Exception:
-            log.exception("engine failed on %s", request.method)
-            return Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
 
     def notified(
         self, notification: Notification, session: Session, transport: TransportInfo, trace_headers: Mapping[str, str] | None = None
@@ -417,7 +407,7 @@ class Engine:
 
     def _conclude(self, call: Call, outcome: Outcome, claimed: bool = False) -> Outcome:
         """The after-execution hooks, then the era's dressing."""
-        for interceptor in self.interceptors:
+        for interceptor in self.served.interceptors:
             outcome = self._guard(interceptor.after_execute, call, outcome)
         if isinstance(outcome, Success):
             outcome = self._finish(call, outcome)
@@ -428,7 +418,7 @@ class Engine:
     def _dispatch(self, call: Call) -> Outcome:
         """The bare outcome: interceptors' `before_execute`, then the operation (results undressed)."""
         try:
-            for interceptor in self.interceptors:
+            for interceptor in self.served.interceptors:
                 replacement = interceptor.before_execute(call)
                 if replacement is not None:
                     return Success(replacement)
@@ -513,6 +503,12 @@ class Engine:
                 result.pop("ttlMs", None)
                 result.pop("cacheScope", None)
         return result
+
+
+def _engine_bug(request: Request) -> Failure:
+    """What a request the engine itself failed on is answered (the failure logged): -32603."""
+    log.exception("engine failed on %s", request.method)
+    return Failure(McpError(ErrorCode.INTERNAL_ERROR, "Internal error"))
 
 
 def _observed_later(later: Deferred, observation: Observation) -> Deferred:

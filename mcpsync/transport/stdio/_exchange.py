@@ -39,7 +39,7 @@ class Exchange(Cancellable):
     """One in-flight request: its cancellation, its request-scoped notifications and the requests
     it sends the client (`ask`)."""
 
-    __slots__ = ("request_id", "method", "modern", "cancelled_by_client", "done", "future", "_answered", "_output", "_asks")
+    __slots__ = ("request_id", "method", "_params", "cancelled_by_client", "done", "future", "_answered", "_output", "_asks")
 
     release_stream = None
     """A stdio request has no stream of its own to release (the engine's `Exchange` asks)."""
@@ -50,13 +50,19 @@ class Exchange(Cancellable):
         super().__init__()
         self.request_id = request.id
         self.method = request.method
-        self.modern = claims_modern(request.params)
+        self._params = request.params
         self.cancelled_by_client = False
         self.done = False
         self.future: concurrent.futures.Future[None] | None = None  # the executor's work item
         self._answered = AnsweredOnDemand(self._lock)  # over once finish() is: after the response and the era commit
         self._output = output
         self._asks = asks
+
+    @property
+    def modern(self) -> bool:
+        """Whether the request claims the 2026-07-28 era: asked only when its tool asks the client
+        something, so not worked out for every request."""
+        return claims_modern(self._params)
 
     @property
     def answered(self) -> concurrent.futures.Future[None]:
