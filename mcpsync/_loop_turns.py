@@ -58,7 +58,7 @@ class LoopWatch:
         if self._asleep:
             # Said awake here, not only by the watch once it runs again: until it gets the GIL back
             # (up to a switch interval, 5 ms), every turn would set the event again, a lock and a
-            # notify each (measured: two turns in five under a pipelining client).
+            # notify each (two turns in five, counted under a profiler with a pipelining client).
             self._asleep = False
             self._wake.set()
         return self._turn

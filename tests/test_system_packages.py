@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "system-packages"
-PRESENT = ("node", "npm", "curl", "redis-server", "nginx", "wrk")
+PRESENT = ("node", "npm", "curl", "redis-server", "nginx", "wrk", "valgrind")
 
 
 def _machine(tmp_path: Path, *, uid: int, apt: bool = True) -> tuple[dict[str, str], Path]:

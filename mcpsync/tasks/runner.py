@@ -614,8 +614,8 @@ def _in_context_of_now(body: Body) -> Body:
 def new_task_id() -> str:
     """144 random bits in URL-safe base64, never beginning with "-": a command line would take such
     an id for an option (`mcpsync tasks URL ID` failed so, one task in 64). Straight from
-    `os.urandom`, as `secrets.token_urlsafe` does: importing `secrets` (hmac, hashlib, random) cost
-    every server's start-up some 3 ms."""
+    `os.urandom`, as `secrets.token_urlsafe` does: importing `secrets` (and with it `random`) cost
+    every server's start-up about a millisecond."""
     while True:
         task_id = base64.urlsafe_b64encode(os.urandom(18)).decode()
         if not task_id.startswith("-"):

@@ -1,0 +1,35 @@
+"""scripts/bench-instructions, run as a real process: `mcpsync serve` under the real valgrind
+(callgrind), answering a pipelined stream of tools/call in both eras; the figure per call it prints
+is the difference of two counted runs, so it must come out positive and of a request's size."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+import pytest
+from wire import REPO_ROOT, base_env
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRIPT = REPO_ROOT / "scripts" / "bench-instructions"
+PROCESS_LIMIT_S = 240  # four runs under callgrind, some 5 s each here; the bound is for a hang
+LINE = re.compile(r"^(handshake|2026-07-28): ([\d,]+) instructions per tools/call \(100 calls, opening alone ([\d,]+), with the calls ([\d,]+)\)$")
+
+
+def test_both_eras_get_a_count_per_call(bounded: Any) -> None:
+    done = bounded([sys.executable, str(SCRIPT), "--calls", "100"], timeout=PROCESS_LIMIT_S, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    found = [LINE.match(line) for line in done.stdout.splitlines()]
+    assert [match.group(1) for match in found if match] == ["handshake", "2026-07-28"], done.stdout
+    for match in found:
+        assert match is not None
+        per_call, alone, loaded = (int(match.group(n).replace(",", "")) for n in (2, 3, 4))
+        assert alone < loaded and per_call == round((loaded - alone) / 100), match.group(0)
+        assert 10_000 < per_call < 10_000_000, match.group(0)  # a request, not a start-up nor nothing
+
+
+def test_an_unknown_era_is_a_usage_error(bounded: Any) -> None:
+    done = bounded([sys.executable, str(SCRIPT), "--eras", "2024"], timeout=60, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 2 and "--eras takes handshake, 2026-07-28" in done.stderr, done.stderr
