@@ -1,6 +1,7 @@
 """scripts/bench-instructions, run as a real process: `mcpsync serve` under the real valgrind
-(callgrind), answering a pipelined stream of tools/call in both eras; the figure per call it prints
-is the difference of two counted runs, so it must come out positive and of a request's size."""
+(callgrind), answering tools/call in both eras over stdio (pipelined) and over HTTP (one keep-alive
+connection); the figure per call it prints is the difference of two counted runs, so it must come
+out positive and of a request's size."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ from wire import REPO_ROOT, base_env
 pytestmark = pytest.mark.timeout(300)
 
 SCRIPT = REPO_ROOT / "scripts" / "bench-instructions"
-PROCESS_LIMIT_S = 240  # four runs under callgrind, some 5 s each here; the bound is for a hang
-LINE = re.compile(r"^(handshake|2026-07-28): ([\d,]+) instructions per tools/call \(100 calls, opening alone ([\d,]+), with the calls ([\d,]+)\)$")
+PROCESS_LIMIT_S = 240  # eight runs under callgrind, some 5 s each here; the bound is for a hang
+LINE = re.compile(r"^((?:stdio|http) (?:handshake|2026-07-28)): ([\d,]+) instructions per tools/call \(100 calls, opening alone ([\d,]+), with the calls ([\d,]+)\)$")
 
 
-def test_both_eras_get_a_count_per_call(bounded: Any) -> None:
+def test_both_transports_and_eras_get_a_count_per_call(bounded: Any) -> None:
     done = bounded([sys.executable, str(SCRIPT), "--calls", "100"], timeout=PROCESS_LIMIT_S, env=base_env(), cwd=REPO_ROOT)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     found = [LINE.match(line) for line in done.stdout.splitlines()]
-    assert [match.group(1) for match in found if match] == ["handshake", "2026-07-28"], done.stdout
+    assert [match.group(1) for match in found if match] == ["stdio handshake", "stdio 2026-07-28", "http handshake", "http 2026-07-28"], done.stdout
     for match in found:
         assert match is not None
         per_call, alone, loaded = (int(match.group(n).replace(",", "")) for n in (2, 3, 4))
@@ -33,3 +34,8 @@ def test_both_eras_get_a_count_per_call(bounded: Any) -> None:
 def test_an_unknown_era_is_a_usage_error(bounded: Any) -> None:
     done = bounded([sys.executable, str(SCRIPT), "--eras", "2024"], timeout=60, env=base_env(), cwd=REPO_ROOT)
     assert done.returncode == 2 and "--eras takes handshake, 2026-07-28" in done.stderr, done.stderr
+
+
+def test_an_unknown_transport_is_a_usage_error(bounded: Any) -> None:
+    done = bounded([sys.executable, str(SCRIPT), "--transports", "sse"], timeout=60, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 2 and "--transports takes stdio, http" in done.stderr, done.stderr
