@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
+from mcpsync.httpd._parse import RequestReader
 from mcpsync.httpd.server import MAX_HEAD_BYTES, MAX_HEADERS
 
 from .._timeouts import LONG
@@ -186,6 +187,32 @@ def test_refused_then_closed(servers: Checked, data: bytes, statuses: set[int]) 
     client.send_watching(data)
     assert_refused(client, statuses, data)
     assert app.seen.empty(), f"the application saw a refused request: {app.seen.get()}"
+
+
+def test_a_head_over_64_kib_behind_a_body_in_the_same_read_is_refused(servers: Checked) -> None:
+    """A body is parsed in one piece, so a head that begins inside it was not counted slice by
+    slice: the bound must still hold when that head ends (answered 431 after the request before it)."""
+    app = Echo()
+    client = servers.connect(servers.start(app))
+    first = request("POST", body=b"x" * 8192)
+    second = b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1200) for i in range(80)) + b"\r\n"
+    client.send(first + second)  # whole: the server reads it in as few pieces as it may
+    assert client.read_response().status == 200
+    assert_refused(client, {431}, second)
+    assert app.seen.qsize() == 1
+
+
+def test_the_reader_counts_a_head_that_began_inside_a_body_piece() -> None:
+    """The same, fed to the reader as one read delivers it: the request before is ready, the head
+    after it refused."""
+    reader = RequestReader(1 << 20, lambda head: {})
+    first = request("POST", body=b"x" * 8192)
+    second = b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1200) for i in range(80)) + b"\r\n"
+    data = first + second
+    reader.feed(data[:65536])
+    assert len(reader.ready) == 1 and reader.in_request
+    reader.feed(data[65536:])
+    assert reader.refusal is not None and reader.refusal.status == 431
 
 
 CTLS = [c for c in range(0x20) if c != 0x09] + [0x7F]
