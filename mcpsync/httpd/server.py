@@ -295,33 +295,42 @@ class WsgiServer:
         self._baton.borrow(epoch, lambda: self._loop(epoch, borrowed=True))
 
     def _next_wait(self) -> float:
+        now = time.monotonic()
         with self._timer_lock:
-            due = [self._timers[0][0]] if self._timers else []
+            until = self._timers[0][0] if self._timers else now + IDLE_WAKE
             if self._lingering:  # in the order they began, each for LINGER: the first ends first
-                due.append(next(iter(self._lingering.values()))[1])
-            now = time.monotonic()
-            self._sleep_until = min(due, default=now + IDLE_WAKE)
-            return min(IDLE_WAKE, max(0.0, self._sleep_until - now))
+                first = next(iter(self._lingering.values()))[1]
+                if first < until:
+                    until = first
+            self._sleep_until = until
+        wait = until - now
+        return IDLE_WAKE if wait > IDLE_WAKE else wait if wait > 0.0 else 0.0
 
     def _fire_timers(self) -> None:
         now = time.monotonic()
-        due: list[Connection] = []
-        with self._timer_lock:
-            while self._timers and self._timers[0][0] <= now:
-                at, _, connection = heapq.heappop(self._timers)
-                if connection.scheduled_at == at:
-                    connection.scheduled_at = None
-                    due.append(connection)
-        for connection in due:
-            deadline = connection.deadline
-            if deadline is not None and deadline > now:
-                self.schedule(connection, deadline)  # pushed back since this timer was set
-            else:
-                connection.take_turn()
-        for fd, (_, until) in list(self._lingering.items()):
-            if until > now:
-                break  # the rest began later
-            self._end_lingering(fd)
+        timers = self._timers
+        # A look without the lock first, as every turn of the loop comes here: a timer pushed
+        # after it is found on the next turn, which its `schedule` wakes the loop for if it is
+        # due before the loop would wake anyway.
+        if timers and timers[0][0] <= now:
+            due: list[Connection] = []
+            with self._timer_lock:
+                while timers and timers[0][0] <= now:
+                    at, _, connection = heapq.heappop(timers)
+                    if connection.scheduled_at == at:
+                        connection.scheduled_at = None
+                        due.append(connection)
+            for connection in due:
+                deadline = connection.deadline
+                if deadline is not None and deadline > now:
+                    self.schedule(connection, deadline)  # pushed back since this timer was set
+                else:
+                    connection.take_turn()
+        if self._lingering:
+            for fd, (_, until) in list(self._lingering.items()):
+                if until > now:
+                    break  # the rest began later
+                self._end_lingering(fd)
 
     def _accept(self) -> None:
         for _ in range(_ACCEPT_BURST):
@@ -363,6 +372,8 @@ class WsgiServer:
 
     # -- lingering closes (the loop's own) --------------------------------------------------------
     def _start_lingers(self) -> None:
+        if not self._pending_lingers:  # a look without the lock: `linger` wakes the loop after it adds one
+            return
         with self._timer_lock:
             pending, self._pending_lingers = self._pending_lingers, []
         until = time.monotonic() + LINGER
