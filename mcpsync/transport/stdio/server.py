@@ -83,6 +83,16 @@ _MAX_PENDING = 1024
 class StdioServer:
     """Serves one engine over a pair of file descriptors (newline-delimited JSON-RPC)."""
 
+    # Slots: more than 30 attributes would make the instance's dict a plain one, and every
+    # attribute read on the reader's path a dict look-up.
+    __slots__ = (
+        "_engine", "_read_fd", "_session", "_output", "_splitter", "_drain_timeout", "_shutdown_timeout",
+        "_inflight", "_subscriptions", "_asks", "_closing", "_pending", "_blocking", "_on_stopped",
+        "_on_notification", "_stop_requested", "_stop_future", "_stopped", "_clean", "_started", "_thread",
+        "_reader", "_state_lock", "_wake_closed", "_reading", "_baton", "_watch", "_reading_ended", "_graceful",
+        "_wake_r", "_wake_w", "_done_r", "_done_w",
+    )
+
     def __init__(
         self,
         engine: Engine,
