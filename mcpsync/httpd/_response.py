@@ -20,6 +20,7 @@ too (`frame`) but written by the connection between its parkings.
 from __future__ import annotations
 
 import email.utils
+import itertools
 import logging
 import threading
 import time
@@ -29,6 +30,10 @@ from typing import Any, Protocol
 from ..errors import McpsyncError
 
 log = logging.getLogger("mcpsync")
+
+_FRAMING_SIZES = frozenset(len(name) for name in ("content-length", "connection", "transfer-encoding"))
+"""The lengths of the names of the response fields the framing replaces or reads."""
+_NO_BODY_STATUSES = ("204", "304")
 
 REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
@@ -125,39 +130,39 @@ class Response:
 
     def _head(self) -> bytes:
         assert self._status is not None, "the application yielded before calling start_response"
-        check_sendable(self._status, self._headers)
-        lines = [b"HTTP/1.1 ", self._status.encode("latin-1"), b"\r\n", self._writer.date_header()]
-        code = int(self._status[:3])
+        status = self._status
+        check_sendable(status, self._headers)
+        lines = ["HTTP/1.1 ", status, "\r\n"]
         for name, value in self._headers:
-            lowered = name.lower()
-            if lowered == "content-length":
-                self._length = int(value)
-                continue
-            if lowered == "connection":
-                if "close" in value.lower():
-                    self.keep_alive = False
-                continue
-            if lowered == "transfer-encoding":
-                continue  # the framing is ours to choose
-            lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+            if len(name) in _FRAMING_SIZES:  # a name of another length is none of them
+                lowered = name.lower()
+                if lowered == "content-length":
+                    self._length = int(value)
+                    continue
+                if lowered == "connection":
+                    if "close" in value.lower():
+                        self.keep_alive = False
+                    continue
+                if lowered == "transfer-encoding":
+                    continue  # the framing is ours to choose
+            lines += (name, ": ", value, "\r\n")
         if self._length is not None:
-            lines += (b"Content-Length: ", str(self._length).encode("ascii"), b"\r\n")
-        elif code in (204, 304) or code < 200 or self._head_only:
+            lines += ("Content-Length: ", str(self._length), "\r\n")
+        elif status[:3] in _NO_BODY_STATUSES or status[:1] == "1" or self._head_only:
             pass
         elif self._http11:
             self._chunked = True
-            lines.append(b"Transfer-Encoding: chunked\r\n")
+            lines.append("Transfer-Encoding: chunked\r\n")
         else:
             self.keep_alive = False  # the body ends when the connection does
         if self._writer.stopping:
             self.keep_alive = False
         if not self.keep_alive:
-            lines.append(b"Connection: close\r\n")
+            lines.append("Connection: close\r\n")
         elif not self._http11:
-            lines.append(b"Connection: keep-alive\r\n")
-        lines.append(b"\r\n")
+            lines.append("Connection: keep-alive\r\n")
         self.started = True
-        return b"".join(lines)
+        return "".join(lines).encode("latin-1") + self._writer.date_header() + b"\r\n"
 
     def frame(self, chunk: bytes) -> bytes:
         """The head (before the first piece) and `chunk` framed, as bytes to send."""
@@ -221,6 +226,10 @@ class Response:
     def write_all(self, result: Iterable[bytes]) -> None:
         if isinstance(result, list) and len(result) <= 1 and not self.started:  # the common case: one send
             head = self._head()
+            if result and self._length == len(result[0]) and not self._head_only:  # a body of its declared length
+                self._sent = self._length
+                self._send(head + result[0])
+                return
             data = self._frame(result[0]) if result else b""
             self._send(head + data + self.ending())
             return
@@ -243,8 +252,8 @@ class Response:
 
 
 def check_sendable(status: str, headers: list[tuple[str, str]]) -> None:
-    text = status + "".join(name + value for name, value in headers)
-    if "\r" in text or "\n" in text or "\0" in text:
+    text = status.join(itertools.chain.from_iterable(headers))
+    if "\r" in text or "\n" in text or "\0" in text or "\r" in status or "\n" in status or "\0" in status:
         raise BadResponse(f"the status or a header holds CR, LF or NUL: {status!r}")
 
 
