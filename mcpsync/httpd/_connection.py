@@ -420,8 +420,9 @@ class Connection:
             if "_" in name:
                 continue  # an underscore would pose as a dash in the environ: dropped, as gunicorn does
             key = environ_key(name)
-            previous = environ.get(key)
-            environ[key] = value if previous is None else f"{previous}, {value}"
+            previous = environ.setdefault(key, value)
+            if previous is not value:  # a field sent twice: one value, as RFC 9110 joins them
+                environ[key] = f"{previous}, {value}"
         environ["wsgi.input"] = io.BytesIO()  # the head check sees no body
         return environ
 
