@@ -573,6 +573,8 @@ class Connection:
 
 
 def _close_body(result: Iterable[bytes] | Parkable) -> None:
+    if type(result) is list:  # most answers: nothing to close
+        return
     close: Callable[[], None] | None = getattr(result, "close", None)
     if close is not None:
         try:

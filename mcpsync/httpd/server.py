@@ -192,6 +192,11 @@ class WsgiServer:
     def schedule(self, connection: Connection, due: float) -> None:
         """Make the loop look at `connection` at `due` (one live timer per connection: a later
         deadline is found when the earlier timer fires)."""
+        scheduled = connection.scheduled_at
+        if scheduled is not None and scheduled <= due:
+            # Its live timer fires first (a look without the lock: were it fired meanwhile, the
+            # loop reads the connection's `deadline`, set before this call, and schedules again).
+            return
         with self._timer_lock:
             if connection.scheduled_at is not None and connection.scheduled_at <= due:
                 return
