@@ -25,10 +25,12 @@ from ..catalog.service import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, Notification, Request, method_not_found
 from ..protocol.methods import HANDSHAKE_METHODS, MODERN_METHODS, MODERN_ONLY_METHODS
 from ..protocol.versions import (
+    HANDSHAKE_ERA,
     LATEST_MODERN_VERSION,
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
+    MODERN_ERA,
     Envelope,
     Era,
     check_modern_version,
@@ -367,11 +369,11 @@ class Engine:
         if method == "initialize":
             if modern:
                 raise McpError(ErrorCode.METHOD_NOT_FOUND, "Method not found: initialize does not exist in 2026-07-28", {"method": method})
-            if session.era is Era.MODERN:
+            if session.era is MODERN_ERA:
                 raise unsupported_version(params.get("protocolVersion"))
-            return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
-        if modern or session.era is Era.MODERN:
-            if session.era is Era.HANDSHAKE:
+            return Call(request, session, HANDSHAKE_ERA, None, transport, exchange)
+        if modern or session.era is MODERN_ERA:
+            if session.era is HANDSHAKE_ERA:
                 if method in MODERN_ONLY_METHODS:
                     raise _modern_only(method, session.era)
                 raise McpError(
@@ -383,16 +385,16 @@ class Engine:
             if header_check is not None:
                 header_check(request, envelope)
             check_modern_version(envelope.protocol_version)
-            if method not in MODERN_METHODS and not self._extension_answers(method, Era.MODERN):
+            if method not in MODERN_METHODS and not self._extension_answers(method, MODERN_ERA):
                 raise method_not_found(method)
-            return Call(request, session, Era.MODERN, envelope, transport, exchange)
+            return Call(request, session, MODERN_ERA, envelope, transport, exchange)
         if "_meta" in params and type(params["_meta"]) is not dict:
             raise McpError(ErrorCode.INVALID_PARAMS, "params._meta must be an object")
         if method in MODERN_ONLY_METHODS:
             raise _modern_only(method, session.era)
-        if method not in HANDSHAKE_METHODS and not self._extension_answers(method, Era.HANDSHAKE):
+        if method not in HANDSHAKE_METHODS and not self._extension_answers(method, HANDSHAKE_ERA):
             raise method_not_found(method)
-        return Call(request, session, Era.HANDSHAKE, None, transport, exchange)
+        return Call(request, session, HANDSHAKE_ERA, None, transport, exchange)
 
     # -- interceptors and dispatch ---------------------------------------------------------------
     def _run(self, call: Call) -> Outcome:
@@ -475,11 +477,11 @@ class Engine:
     def _finish(self, call: Call, outcome: Success) -> Success:
         """The era's dressing, and the era a success claims (its transport commits it once the
         answer is written); a handshake-era answer but `initialize`'s is the outcome as it came."""
-        if call.era is Era.MODERN:
+        if call.era is MODERN_ERA:
             retry = "inputResponses" in call.params or "requestState" in call.params
-            return Success(self.dress_modern(call.method, outcome.result, cacheable=not retry, private=call.principal is not None), Era.MODERN)
+            return Success(self.dress_modern(call.method, outcome.result, cacheable=not retry, private=call.principal is not None), MODERN_ERA)
         if call.method == "initialize":
-            return Success(outcome.result, Era.HANDSHAKE)
+            return Success(outcome.result, HANDSHAKE_ERA)
         return outcome if outcome.claims is None else Success(outcome.result)
 
     def dress_modern(self, method: str, result: dict[str, Any], *, cacheable: bool = True, private: bool = False) -> dict[str, Any]:
@@ -548,5 +550,5 @@ def _modern_only(method: str, era: Era | None) -> McpError:
     """-32601 for a 2026-07-28 method sent without that era's envelope, saying what it lacks: the
     code is the era rule's (the handshake era has no such method, BEHAVIOR.md), the message names
     the fix, since a bare `server/discover` is the commonest first mistake of a hand-written client."""
-    why = "this connection serves the handshake protocol era (it was initialized)" if era is Era.HANDSHAKE else NO_ENVELOPE
+    why = "this connection serves the handshake protocol era (it was initialized)" if era is HANDSHAKE_ERA else NO_ENVELOPE
     return McpError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method} is a 2026-07-28 method, and {why}", {"method": method})

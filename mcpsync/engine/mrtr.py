@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..catalog.context import AskCancelled
 from ..catalog.questions import NeedAnswers
 from ..protocol.jsonrpc import ErrorCode, McpError
-from ..protocol.versions import Era
+from ..protocol.versions import MODERN_ERA
 from . import single_use
 from .request_state import MRTR_METHODS, RequestStateSealer, SealedState
 
@@ -71,7 +71,7 @@ def prepare(sealer: RequestStateSealer, call: Call) -> Retry:
     """The answers and the function's state a 2026-07-28 retry brings: -32602 for a
     `requestState` that fails to open (with `data.reason`) or `inputResponses` that is no object."""
     params = call.params
-    if call.era is not Era.MODERN or call.method not in MRTR_METHODS or ("requestState" not in params and "inputResponses" not in params):
+    if call.era is not MODERN_ERA or call.method not in MRTR_METHODS or ("requestState" not in params and "inputResponses" not in params):
         return FIRST_ROUND
     answers: dict[str, Any] = {}
     state, token, sealed = None, None, None
@@ -116,7 +116,7 @@ def answering(call: Call, ctx: Context, body: Callable[[], T], *, asked: NeedAns
                 raise first
             return body()
         except NeedAnswers as need:
-            if call.era is Era.MODERN:
+            if call.era is MODERN_ERA:
                 return ctx.input_required(*need.questions, state=need.state)
             rounds += 1
             if rounds >= MAX_HANDSHAKE_ROUNDS:
@@ -138,7 +138,7 @@ def returned(ctx: Context, value: InputRequired) -> NeedAnswers:
 def sealer_for(sealer: RequestStateSealer, call: Call, *, unique: bool = False) -> Callable[[dict[str, Any], Any], str] | None:
     """What seals this request's next `requestState` (None where input_required is not allowed);
     `unique` for a single-use tool's (a nonce: no two of its tokens, so marks, are alike)."""
-    if call.era is not Era.MODERN or call.method not in MRTR_METHODS:
+    if call.era is not MODERN_ERA or call.method not in MRTR_METHODS:
         return None
     principal = _principal_key(call)
     return lambda answers, state: sealer.seal(call.method, call.params, answers, state, principal=principal, unique=unique)

@@ -23,8 +23,10 @@ from ..catalog.service import Tool, error_result
 from ..catalog.validation import InvalidArguments
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
 from ..protocol.versions import (
+    HANDSHAKE_ERA,
     LOG_LEVEL_RANK,
     LOG_LEVELS,
+    MODERN_ERA,
     MODERN_VERSIONS,
     Era,
     is_log_level,
@@ -53,7 +55,7 @@ def server_capabilities(served: Served, call: Call) -> dict[str, Any]:
     `subscriptions/listen` accepts exactly what this advertises (`accepted_filter`).
     """
     transport = call.transport
-    delivers = transport.supports_subscriptions if call.era is Era.MODERN else transport.handshake_push
+    delivers = transport.supports_subscriptions if call.era is MODERN_ERA else transport.handshake_push
     changes: dict[str, Any] = {"listChanged": True} if delivers else {}
     resources: dict[str, Any] = {"subscribe": True, "listChanged": True} if delivers else {}
     capabilities: dict[str, Any] = {
@@ -236,7 +238,7 @@ def make_context(
     never answers `input_required`); `start_task`: what `ctx.run_task` starts a task with."""
     meta = call.params.get("_meta")
     progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
-    if call.era is Era.MODERN:
+    if call.era is MODERN_ERA:
         envelope = call.envelope
         assert envelope is not None
         threshold = envelope.log_level
@@ -250,7 +252,7 @@ def make_context(
     exchange = call.exchange if task is None else task
     if task is not None and progress_token is None:
         progress_token = UNTOLD  # a task's progress message is its statusMessage, asked for or not
-    handshake = call.era is Era.HANDSHAKE
+    handshake = call.era is HANDSHAKE_ERA
     return Context(
         request_id=call.request.id,
         era=call.era,
@@ -367,7 +369,7 @@ def call_tool(served: Served, call: Call) -> dict[str, Any] | Forwarded:
     if tool.requires:
         missing = missing_capabilities(tool.requires, _client_capabilities(call))
         if missing:
-            if call.era is Era.MODERN:
+            if call.era is MODERN_ERA:
                 raise McpError(
                     ErrorCode.MISSING_CLIENT_CAPABILITY,
                     f"Tool '{name}' requires client capabilities this request did not declare",
@@ -523,7 +525,7 @@ def _run_tool(
     except ClientRefused as exc:
         return error_result(f"Tool '{tool.name}': the client refused {exc.method}: {exc.message}")
     except McpError as exc:
-        if exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY and era is Era.HANDSHAKE:
+        if exc.code == ErrorCode.MISSING_CLIENT_CAPABILITY and era is HANDSHAKE_ERA:
             return error_result(exc.message)  # as for Tool(requires=...): -32021 is a 2026-07-28 code
         raise
     except AskCancelled as exc:  # the request is over: nothing will be sent, nothing to log

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.versions import LOG_LEVEL_RANK, Era
+from ..protocol.versions import HANDSHAKE_ERA, LOG_LEVEL_RANK, MODERN_ERA, Era
 
 
 class Session:
@@ -47,7 +47,7 @@ class Session:
     def declares_roots(self) -> bool:
         """Whether the client can be asked for its roots outside a request (an initialized
         handshake-era connection whose client declared `roots`)."""
-        return self.era is Era.HANDSHAKE and self.initialized and isinstance(self.client_capabilities.get("roots"), dict)
+        return self.era is HANDSHAKE_ERA and self.initialized and isinstance(self.client_capabilities.get("roots"), dict)
 
     def claim_initialize(self) -> bool:
         """Reserve the one `initialize` of this connection; False if one already ran or is running."""
@@ -64,12 +64,12 @@ class Session:
 
     def commit_era(self, era: Era) -> None:
         """Lock the era (first success wins); for the handshake era also open the notification gate."""
-        if self._era is era and (era is Era.MODERN or self._initialized):
+        if self._era is era and (era is MODERN_ERA or self._initialized):
             return  # settled already (every 2026-07-28 answer claims its era), and it never moves back
         with self._lock:
             if self._era is None:
                 self._era = era
-            if era is Era.HANDSHAKE and self._era is Era.HANDSHAKE:
+            if era is HANDSHAKE_ERA and self._era is HANDSHAKE_ERA:
                 self._initialized = True
 
     def subscribe_resource(self, uri: str) -> None:

@@ -27,7 +27,7 @@ from ..catalog.extension import Extension
 from ..catalog.questions import NeedAnswers
 from ..catalog.tool import Tool
 from ..protocol.jsonrpc import ErrorCode, McpError, invalid_params
-from ..protocol.versions import Era, version_at_least
+from ..protocol.versions import HANDSHAKE_ERA, MODERN_ERA, version_at_least
 from ..tasks.control import TaskControl
 from ..tasks.record import LEGACY, MODERN, RELATED_TASK, TASKS_EXTENSION, TaskRecord, legacy_task, modern_task
 from ..tasks.store import TaskStoreDown
@@ -47,7 +47,7 @@ Runs = Callable[[Context], dict[str, Any]]
 """Runs the tool (behind its interceptors) with a context; returns its `CallToolResult`."""
 
 
-TASKS = Extension(TASKS_EXTENSION, eras=frozenset({Era.MODERN}))
+TASKS = Extension(TASKS_EXTENSION, eras=frozenset({MODERN_ERA}))
 """Tasks as 2026-07-28 has them, an extension the engine offers (advertised in that era's
 `capabilities.extensions`); its methods are the core ones 2025-11-25 already has (OPERATIONS)."""
 
@@ -55,7 +55,7 @@ TASKS = Extension(TASKS_EXTENSION, eras=frozenset({Era.MODERN}))
 def advertised(call: Call, capabilities: dict[str, Any]) -> None:
     """Add what the handshake era says of tasks to the server's capabilities, from 2025-11-25 on (the
     2026-07-28 era's is the `TASKS` extension's advertisement)."""
-    if call.era is Era.HANDSHAKE and version_at_least(call.protocol_version, FIRST_TASK_VERSION):
+    if call.era is HANDSHAKE_ERA and version_at_least(call.protocol_version, FIRST_TASK_VERSION):
         capabilities["tasks"] = {key: dict(value) for key, value in LEGACY_CAPABILITY.items()}
 
 
@@ -77,7 +77,7 @@ def task_form(call: Call, tool: Tool | ForwardedTool) -> str | None:
     """The form this call of `tool` runs as a task in, or None for an ordinary call; raises the
     era's refusal for a call that cannot be served either way."""
     support = tool.task
-    if call.era is Era.MODERN:
+    if call.era is MODERN_ERA:
         if support == "forbidden":
             return None  # a legacy `task` parameter is ignored (SEP-2663)
         if _declares_extension(call):
@@ -126,7 +126,7 @@ def starter(
     at once). A 2025-11-25 call never can: its client decides with `params.task` before the
     function runs (`task_form`), so a call that reaches the function without being a task stays
     one without. Decided once per call, on the call's hot path."""
-    if call.era is not Era.MODERN or not _declares_extension(call):
+    if call.era is not MODERN_ERA or not _declares_extension(call):
         return None
 
     def start_task(fn: Callable[[Context], Any]) -> TaskStarted:
@@ -174,7 +174,7 @@ def _owner(call: Call) -> str | None:
     2026-07-28 request to an open endpoint, where a task is whoever holds its unguessable id)."""
     if call.principal is not None:
         return call.principal.key
-    return call.session.tasks_owner if call.era is Era.HANDSHAKE else None
+    return call.session.tasks_owner if call.era is HANDSHAKE_ERA else None
 
 
 def _task_id(call: Call) -> Any:
@@ -187,7 +187,7 @@ def _task_id(call: Call) -> Any:
 def _gate(call: Call) -> None:
     """The era's admission of a `tasks/*` request: 2026-07-28 needs the extension declared (before
     any lookup); the handshake era needs a version that has tasks."""
-    if call.era is Era.MODERN:
+    if call.era is MODERN_ERA:
         if not _declares_extension(call):
             raise _missing_extension(call.method)
     elif not version_at_least(call.protocol_version, FIRST_TASK_VERSION):
@@ -199,7 +199,7 @@ def _gate(call: Call) -> None:
 def get_task(served: Served, call: Call) -> dict[str, Any]:
     _gate(call)
     record = served.tasks.load(_task_id(call), _owner(call))
-    if call.era is Era.MODERN:
+    if call.era is MODERN_ERA:
         return {"resultType": "complete", **modern_task(record, detailed=True)}
     return legacy_task(record)
 
@@ -233,7 +233,7 @@ def list_tasks(served: Served, call: Call) -> dict[str, Any]:
 def cancel_task(served: Served, call: Call) -> dict[str, Any]:
     _gate(call)
     task_id = _task_id(call)
-    if call.era is Era.MODERN:
+    if call.era is MODERN_ERA:
         served.tasks.cancel(task_id, _owner(call))  # an ended task is acknowledged alike (SEP-2663)
         return {}
     return legacy_task(served.tasks.cancel(task_id, _owner(call), refuse_ended=True))

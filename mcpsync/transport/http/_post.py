@@ -32,7 +32,7 @@ from ...engine.session import Session
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ErrorCode, Invalid, McpError, Notification, Response
 from ...protocol.methods import MODERN_ONLY_METHODS
-from ...protocol.versions import MODERN_VERSIONS, Era, unsupported_version
+from ...protocol.versions import HANDSHAKE_ERA, MODERN_ERA, MODERN_VERSIONS, Era, unsupported_version
 from ._directory import LocalDirectory, SharedDirectory
 from ._headers import ToolHeaderPlans, check_routing_headers
 from ._replies import _Refused, decoded_body, empty_reply, json_reply
@@ -80,7 +80,7 @@ class PostPath:
         if isinstance(message, Invalid):  # never reached the engine: a client error in either era
             return json_reply(start_response, 400, jsonrpc.encode(jsonrpc.error_frame(message.answer_id, message.error)))
         if isinstance(message, Response):
-            if era is Era.MODERN:
+            if era is MODERN_ERA:
                 raise _Refused(400, "Invalid Request: a 2026-07-28 POST carries one request or notification")
             owner = self._session_paths.session_of(environ, principal)
             self._directory.answer(owner, message, body)  # to the request that asked, wherever it waits
@@ -88,20 +88,20 @@ class PostPath:
         carried = trace_headers(environ) if self._engine.observer is not None else None  # read only when traced
         if isinstance(message, Notification):
             return self._notification(environ, start_response, message, era, version, principal, carried)
-        if era is Era.MODERN:
+        if era is MODERN_ERA:
             session = Session()
-            session.commit_era(Era.MODERN)  # stateless: this request alone, and no envelope is no request
+            session.commit_era(MODERN_ERA)  # stateless: this request alone, and no envelope is no request
             found = Headers(environ)
             exchange = Exchange(message, streams=True, capacity=CHANNEL_CAPACITY, trace_headers=carried)
             check = lambda request, envelope: check_routing_headers(found, request, envelope, self._param_headers)  # noqa: E731 - a one-line closure over `found`
-            return self._requests.run(environ, start_response, exchange, session, Era.MODERN, check, principal)
+            return self._requests.run(environ, start_response, exchange, session, MODERN_ERA, check, principal)
         if message.method == "initialize":
             created = self._directory.reserve(None if principal is None else principal.key)
             if created is None:
                 raise sessions_refused(Creation.FULL, message.id)
             created.observed = self._engine.session_began(HTTP)  # measured if it is made and ends here
             exchange = Exchange(message, streams=False, capacity=CHANNEL_CAPACITY, trace_headers=carried)
-            return self._requests.run(environ, start_response, exchange, created.session, Era.HANDSHAKE, None, principal, created=created)
+            return self._requests.run(environ, start_response, exchange, created.session, HANDSHAKE_ERA, None, principal, created=created)
         if message.method in MODERN_ONLY_METHODS and header(environ, "Mcp-Session-Id") is None:  # a bare server/discover
             raise _Refused(400, f"Bad Request: {message.method} is a 2026-07-28 method, and {NO_ENVELOPE}", message.id)
         owner = self._session_paths.session_of(environ, principal, message.id)
@@ -111,7 +111,7 @@ class PostPath:
             error = McpError(ErrorCode.INVALID_REQUEST, "Invalid Request: a request with this id is already in flight")
             return json_reply(start_response, 200, jsonrpc.encode(jsonrpc.error_frame(message.id, error)))
         exchange.when_answered(lambda: self._sessions.end(owner, exchange))
-        return self._requests.run(environ, start_response, exchange, owner.session, Era.HANDSHAKE, None, principal)
+        return self._requests.run(environ, start_response, exchange, owner.session, HANDSHAKE_ERA, None, principal)
 
     def _notification(
         self,
@@ -123,7 +123,7 @@ class PostPath:
         principal: Principal | None,
         carried: dict[str, str] | None,
     ) -> Iterable[bytes]:
-        if era is Era.MODERN:
+        if era is MODERN_ERA:
             # 2026-07-28 has no client notification over HTTP (closing a stream is the cancel);
             # acknowledged and dropped, as the SDKs do, unless the version is not served.
             if version is not None and version not in MODERN_VERSIONS:

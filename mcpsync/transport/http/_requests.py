@@ -39,7 +39,7 @@ from ...httpd.server import RESPOND_NOW
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import ErrorCode, McpError, Request
 from ...protocol.sse import sse_priming
-from ...protocol.versions import Era
+from ...protocol.versions import HANDSHAKE_ERA, Era
 from ...tasks.store import TaskStoreDown
 from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ._directory import LocalDirectory, SessionStoreDown, SharedDirectory
@@ -275,8 +275,8 @@ class Requests:
         if final.frame is None:
             return empty_reply(start_response, 204)
         extra = []
-        if created is not None and final.claims is Era.HANDSHAKE:
-            created.session.commit_era(Era.HANDSHAKE)
+        if created is not None and final.claims is HANDSHAKE_ERA:
+            created.session.commit_era(HANDSHAKE_ERA)
             outcome = self._directory.commit(created)
             if not outcome:
                 raise sessions_refused(outcome, request_id)

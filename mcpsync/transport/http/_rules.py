@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from ...httpd.options import environ_key
 from ...protocol.jsonrpc import ErrorCode, Message, Notification, Request
-from ...protocol.versions import HANDSHAKE_VERSIONS, Era, claims_modern
+from ...protocol.versions import HANDSHAKE_ERA, HANDSHAKE_VERSIONS, MODERN_ERA, Era, claims_modern
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 LOOPBACK_ADDRESSES = frozenset({"127.0.0.1", "::1", "::ffff:127.0.0.1"})
@@ -49,16 +49,16 @@ MODERN_ERROR_STATUS: Mapping[int, int] = {
 
 def error_status(code: int, era: Era) -> int:
     """The HTTP status of a response carrying JSON-RPC error `code`."""
-    return MODERN_ERROR_STATUS.get(code, 200) if era is Era.MODERN else 200
+    return MODERN_ERROR_STATUS.get(code, 200) if era is MODERN_ERA else 200
 
 
 def route(message: Message, version_header: str | None) -> Era:
     """Which era serves this POST (see the module docstring)."""
     if isinstance(message, (Request, Notification)) and claims_modern(message.params):
-        return Era.MODERN
+        return MODERN_ERA
     if version_header is not None and version_header not in HANDSHAKE_VERSIONS:
-        return Era.MODERN
-    return Era.HANDSHAKE
+        return MODERN_ERA
+    return HANDSHAKE_ERA
 
 
 # -- headers ----------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from ...bus.store import RETRY_AFTER, StoreUnavailable
 from ...engine.engine import Engine
 from ...protocol import jsonrpc
 from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES
-from ...protocol.versions import Era
+from ...protocol.versions import HANDSHAKE_ERA
 from ..lifecycle.load import Load
 from ..lifecycle.subscriptions import DEFAULT_SUBSCRIPTION_CAP, LOCAL
 from ._cors import Cors
@@ -327,7 +327,7 @@ class WsgiTransport:
         environ[DECODED] = (body, message)
         if not isinstance(message, jsonrpc.Request):
             return False
-        if route(message, header(environ, "MCP-Protocol-Version")) is Era.HANDSHAKE:
+        if route(message, header(environ, "MCP-Protocol-Version")) is HANDSHAKE_ERA:
             session_id = header(environ, "Mcp-Session-Id")
             if session_id is None or not self._directory.held_fresh(session_id):  # initialize, or a store round trip
                 return False

@@ -26,7 +26,7 @@ from ...engine.session import Session
 from ...errors import McpsyncError
 from ...protocol import jsonrpc
 from ...protocol.jsonrpc import Request, Response
-from ...protocol.versions import Era, claims_modern
+from ...protocol.versions import HANDSHAKE_ERA, claims_modern
 from ..lifecycle.asks import PendingAsks, cancelled_frame, request_frame
 from ..lifecycle.cancellation import Cancellable
 from ..lifecycle.inflight import AnsweredOnDemand
@@ -135,7 +135,7 @@ class Asks:
         return future
 
     def _refuse_locked(self, exchange: Exchange | None, method: str) -> None:
-        if (exchange is not None and exchange.modern) or self._session.era is not Era.HANDSHAKE:
+        if (exchange is not None and exchange.modern) or self._session.era is not HANDSHAKE_ERA:
             raise McpsyncError(
                 f"cannot send {method}: server-to-client requests need a connection that completed "
                 "initialize (a 2026-07-28 server never sends requests; it answers input_required)"

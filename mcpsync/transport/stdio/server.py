@@ -56,7 +56,7 @@ from ...engine.session import Session
 from ...protocol import jsonrpc
 from ...protocol.framing import DEFAULT_MAX_FRAME_BYTES, TOO_LARGE, Frame, FrameSplitter
 from ...protocol.jsonrpc import ErrorCode, Invalid, McpError, Message, Notification, Request, Response
-from ...protocol.versions import META_SUBSCRIPTION_ID, Era
+from ...protocol.versions import HANDSHAKE_ERA, META_SUBSCRIPTION_ID, MODERN_ERA
 from ..lifecycle.inflight import SHUTTING_DOWN, InFlight, answer_frame, shutting_down_frame
 from ..lifecycle.load import Load
 from ..lifecycle.subscriptions import (
@@ -153,7 +153,7 @@ class StdioServer:
         """The requests in flight and the listens open now; the connection's one session once
         initialized (the handshake era); the request workers taken."""
         inflight = self._inflight
-        sessions = 1 if self._session.era is Era.HANDSHAKE else 0
+        sessions = 1 if self._session.era is HANDSHAKE_ERA else 0
         return Load(len(inflight), len(self._subscriptions), sessions, busy=inflight.busy, workers=inflight.workers)
 
     def ask_client(self, method: str, params: dict[str, Any]) -> concurrent.futures.Future[dict[str, Any]]:
@@ -514,7 +514,7 @@ class StdioServer:
             self._output.write_locked(jsonrpc.encode(jsonrpc.error_frame(subscription.id, exc)))
             return
         if self._output.write_locked(ack):
-            self._session.commit_era(Era.MODERN)
+            self._session.commit_era(MODERN_ERA)
 
     def _listen_complete_frame(self, subscription_id: Any) -> bytes:
         return complete_frame(subscription_id, self._engine.server_info)
