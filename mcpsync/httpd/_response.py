@@ -132,7 +132,7 @@ class Response:
         assert self._status is not None, "the application yielded before calling start_response"
         status = self._status
         check_sendable(status, self._headers)
-        lines = ["HTTP/1.1 ", status, "\r\n"]
+        lines: list[str] = []
         for name, value in self._headers:
             if len(name) in _FRAMING_SIZES:  # a name of another length is none of them
                 lowered = name.lower()
@@ -162,7 +162,8 @@ class Response:
         elif not self._http11:
             lines.append("Connection: keep-alive\r\n")
         self.started = True
-        return "".join(lines).encode("latin-1") + self._writer.date_header() + b"\r\n"
+        fields = "".join(lines).encode("latin-1")
+        return b"HTTP/1.1 " + status.encode("latin-1") + b"\r\n" + self._writer.date_header() + fields + b"\r\n"
 
     def frame(self, chunk: bytes) -> bytes:
         """The head (before the first piece) and `chunk` framed, as bytes to send."""
