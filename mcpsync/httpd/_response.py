@@ -33,7 +33,6 @@ log = logging.getLogger("mcpsync")
 
 _FRAMING_SIZES = frozenset(len(name) for name in ("content-length", "connection", "transfer-encoding"))
 """The lengths of the names of the response fields the framing replaces or reads."""
-_NO_BODY_STATUSES = ("204", "304")
 
 REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
             500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
@@ -132,6 +131,7 @@ class Response:
         assert self._status is not None, "the application yielded before calling start_response"
         status = self._status
         check_sendable(status, self._headers)
+        code = int(status[:3])  # a status that does not begin with its code fails the response here
         lines: list[str] = []
         for name, value in self._headers:
             if len(name) in _FRAMING_SIZES:  # a name of another length is none of them
@@ -148,7 +148,7 @@ class Response:
             lines += (name, ": ", value, "\r\n")
         if self._length is not None:
             lines += ("Content-Length: ", str(self._length), "\r\n")
-        elif status[:3] in _NO_BODY_STATUSES or status[:1] == "1" or self._head_only:
+        elif code in (204, 304) or code < 200 or self._head_only:
             pass
         elif self._http11:
             self._chunked = True
@@ -253,8 +253,10 @@ class Response:
 
 
 def check_sendable(status: str, headers: list[tuple[str, str]]) -> None:
-    text = status.join(itertools.chain.from_iterable(headers))
-    if "\r" in text or "\n" in text or "\0" in text or "\r" in status or "\n" in status or "\0" in status:
+    # The status joins the fields' names and values, so one text holds them all (a field is two
+    # pieces, so the status is in it once there is one field).
+    text = status.join(itertools.chain.from_iterable(headers)) if headers else status
+    if "\r" in text or "\n" in text or "\0" in text:
         raise BadResponse(f"the status or a header holds CR, LF or NUL: {status!r}")
 
 
