@@ -355,6 +355,23 @@ def test_a_response_header_with_cr_lf_or_nul_is_a_500_not_a_split(servers: Check
     assert b"hi" != reply.body
 
 
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [("OK", [("Content-Length", "2")]), ("200 OK\r\nX-Injected: yes", [("Content-Length", "2")]), ("200 OK\nX-Injected: yes", [])],
+    ids=["no code", "CRLF in the status", "LF in the status, no fields"],
+)
+def test_a_status_without_its_code_or_with_cr_lf_is_a_500(servers: Checked, status: str, headers: list[tuple[str, str]]) -> None:
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response(status, headers)
+        return [b"hi"]
+
+    servers.allow_app_bug_log = True
+    client = servers.connect(servers.start(app))
+    client.send(request("GET", "/bad"))
+    reply = assert_refused(client, {500})
+    assert b"X-Injected" not in reply.raw_head + reply.body, f"the injected header went out: {reply.raw_head!r}"
+
+
 def test_the_app_bug_behind_a_split_is_logged(servers: Checked, caplog: pytest.LogCaptureFixture) -> None:
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         start_response("200 OK", [("X-Fine", "ok\r\nX-Injected: yes"), ("Content-Length", "2")])
