@@ -51,7 +51,9 @@ def test_the_bearer_scheme_is_case_insensitive_and_the_token_a_b64token(header: 
     assert verifier.seen == ["tok.en-1_~+/=="]
 
 
-@pytest.mark.parametrize("header", ["Bearer", "Bearer ", "Bearer a b", "Bearer a,b", "Bearer =abc", 'Bearer "abc"'])
+@pytest.mark.parametrize(
+    "header", ["Bearer", "Bearer ", "Bearer a b", "Bearer a,b", "Bearer =abc", 'Bearer "abc"', "Bearer a=b", "Bearer t\u00f6k", "Bearer ab\x7f", "Bearer ===="]
+)
 def test_a_malformed_bearer_header_is_400_invalid_request_and_reaches_no_verifier(header: str) -> None:
     verifier = Verifier({})
     refused = refusal(Auth(verifier), environ(header))
@@ -60,7 +62,7 @@ def test_a_malformed_bearer_header_is_400_invalid_request_and_reaches_no_verifie
     assert verifier.seen == []
 
 
-@pytest.mark.parametrize("header", [None, "Basic dXNlcjpwYXNz", "Token abc", "Bearerabc"])
+@pytest.mark.parametrize("header", [None, "Basic dXNlcjpwYXNz", "Token abc", "Bearerabc", "Bearer\tabc"])
 def test_no_bearer_credentials_is_401_without_an_error_code(header: str | None) -> None:
     refused = refusal(Auth(Verifier({}), resource="https://mcp.example.test/mcp", required_scopes=["read"]), environ(header))
     assert refused.status == 401

@@ -51,8 +51,10 @@ RETRY_AFTER = "5"
 """Seconds a client is asked to wait when tokens cannot be checked (503)."""
 
 # RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT / "-" / "." /
-# "_" / "~" / "+" / "/" ) *"=". The scheme is case-insensitive (RFC 9110 §11.1).
-_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +([A-Za-z0-9\-._~+/]+=*)")
+# "_" / "~" / "+" / "/" ) *"=". The scheme is case-insensitive (RFC 9110 §11.1). The characters are
+# checked by deleting them (`bytes.translate`, a few instructions a byte): a regular expression's
+# character class costs about forty a byte, some 25,000 instructions for a typical 700-byte JWT.
+_B64TOKEN_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/"
 # What may stand inside a quoted-string of the challenge: printable ASCII but the quote and the
 # backslash (which would need escaping, and clients parse them differently).
 _UNSAFE_IN_QUOTES = re.compile(r'[^\x20-\x7e]|["\\]')
@@ -172,12 +174,14 @@ class Auth:
         if value is None:
             raise self._refusal(401, None, "an access token is required", where)
         value = str(value).strip(" \t")
-        found = _BEARER.fullmatch(value)
-        if found is not None:
-            return found.group(1)
-        if value.split(" ", 1)[0].lower() == "bearer":
+        scheme, _, rest = value.partition(" ")
+        if scheme.lower() != "bearer":
+            raise self._refusal(401, None, "an access token is required (Authorization: Bearer)", where)
+        token = rest.lstrip(" ")
+        characters = token.rstrip("=")
+        if not characters or not characters.isascii() or characters.encode("ascii").translate(None, _B64TOKEN_CHARS):
             raise self._refusal(400, "invalid_request", "the Authorization header is not a valid bearer token", where)
-        raise self._refusal(401, None, "an access token is required (Authorization: Bearer)", where)
+        return token
 
     def widen(self, principal: Principal) -> Principal:
         """`principal` with the scopes its scopes imply (`scope_implies`)."""
