@@ -34,14 +34,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ..b64token import is_b64token
 from ..fetch import FetchError, parse_seconds, post_form, safe_url
 from .discovery import OAuthError, ServerMetadata
 from .registration import Registration, token_auth_method
 
 __all__ = ["TokenError", "TokenSet", "authorization_url", "client_fields", "exchange_code", "pkce_pair", "refresh", "request_token"]
 
-_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-"""RFC 6750 section 2.1's b64token: what a Bearer token may be, so it can go in a header as is."""
 _VSCHARS = re.compile(r"[\x20-\x7e]+")
 """RFC 6749 appendix A.17: what a refresh token may be. It travels in a form body, never a header,
 so any visible ASCII character (a space, a quote) is fine there; only control and non-ASCII ones are not."""
@@ -207,7 +206,7 @@ def parse_token_answer(body: Any, issuer: str | None, *, clock: Callable[[], flo
     """
     if not isinstance(body, dict) or not isinstance(body.get("access_token"), str) or not body["access_token"]:
         raise TokenError(f"the token endpoint {safe_url(where)} answered no access_token")
-    if _B64TOKEN.fullmatch(body["access_token"]) is None:  # never quoted: it is a secret
+    if not is_b64token(body["access_token"]):  # never quoted: it is a secret
         raise TokenError(f"the token endpoint {safe_url(where)} answered an unusable access_token: not an RFC 6750 b64token "
                          "(a Bearer token must be letters, digits and -._~+/ with = at the end)")
     refresh = body.get("refresh_token")

@@ -22,17 +22,15 @@ logs can tell tokens apart without showing one.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 
+from ..b64token import is_b64token
 from ._cache import token_digest
 from .principal import Principal
 
 __all__ = ["MIN_TOKEN_LENGTH", "StaticTokens"]
 
 MIN_TOKEN_LENGTH = 16
-
-_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 class StaticTokens:
@@ -114,7 +112,7 @@ def _problem(token: object) -> str | None:
         return "a token must be a string"
     if len(token) < MIN_TOKEN_LENGTH:
         return f"the token is shorter than {MIN_TOKEN_LENGTH} characters"
-    if not _B64TOKEN.fullmatch(token):
+    if not is_b64token(token):
         return "the token has characters a bearer token cannot have (allowed: A-Z a-z 0-9 - . _ ~ + / and trailing =)"
     return None
 
