@@ -189,16 +189,20 @@ def test_refused_then_closed(servers: Checked, data: bytes, statuses: set[int]) 
     assert app.seen.empty(), f"the application saw a refused request: {app.seen.get()}"
 
 
+BODY_BEFORE = request("POST", body=b"x" * 8192)
+"""A request whose body the server parses in one piece, beyond the first slice of the read."""
+HEAD_BEHIND = b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1200) for i in range(80)) + b"\r\n"
+"""A head of about 100 KiB that begins inside that body's piece."""
+
+
 def test_a_head_over_64_kib_behind_a_body_in_the_same_read_is_refused(servers: Checked) -> None:
     """A body is parsed in one piece, so a head that begins inside it was not counted slice by
     slice: the bound must still hold when that head ends (answered 431 after the request before it)."""
     app = Echo()
     client = servers.connect(servers.start(app))
-    first = request("POST", body=b"x" * 8192)
-    second = b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1200) for i in range(80)) + b"\r\n"
-    client.send(first + second)  # whole: the server reads it in as few pieces as it may
+    client.send(BODY_BEFORE + HEAD_BEHIND)  # whole: the server reads it in as few pieces as it may
     assert client.read_response().status == 200
-    assert_refused(client, {431}, second)
+    assert_refused(client, {431}, HEAD_BEHIND)
     assert app.seen.qsize() == 1
 
 
@@ -206,9 +210,7 @@ def test_the_reader_counts_a_head_that_began_inside_a_body_piece() -> None:
     """The same, fed to the reader as one read delivers it: the request before is ready, the head
     after it refused."""
     reader = RequestReader(1 << 20, lambda head: {})
-    first = request("POST", body=b"x" * 8192)
-    second = b"GET / HTTP/1.1\r\n" + H + b"".join(b"X-H%d: %s\r\n" % (i, b"b" * 1200) for i in range(80)) + b"\r\n"
-    data = first + second
+    data = BODY_BEFORE + HEAD_BEHIND
     reader.feed(data[:65536])
     assert len(reader.ready) == 1 and reader.in_request
     reader.feed(data[65536:])
