@@ -273,6 +273,22 @@ def test_updates_kept_for_a_later_stream_show_no_gap_where_a_hidden_one_was(auth
     stream.close()
 
 
+def test_a_request_with_a_stepped_down_token_decides_what_is_kept_from_then_on(authority: Authority, endpoint: Endpoint) -> None:
+    """The same caller's refreshed, narrower token makes a request between streams: updates that
+    come after it are kept only as far as it may read, though an admin token made the session and
+    opens the next stream. (Each token is judged afresh; the caller being the same is not enough.)"""
+    admin = token(authority, ADMIN)
+    session = endpoint.initialize(admin)
+    assert endpoint.subscribe(admin, session, "secret://") == 200
+    assert endpoint.subscribe(token(authority, TOOLS), session, PUBLIC) == 200
+    endpoint.server.notify_resource_updated(MASTER)
+    endpoint.server.notify_resource_updated(PUBLIC)
+    stream, primed = endpoint.get_stream_primed(admin, session)
+    event_id, message = stream.message()
+    assert (message["params"]["uri"], event_id) == (PUBLIC, str(int(primed) + 1))
+    stream.close()
+
+
 # -- 2026-07-28: subscriptions/listen with resourceSubscriptions ----------------------------------
 
 def test_a_tools_token_listening_to_the_scheme_is_told_only_of_the_public_update(authority: Authority, endpoint: Endpoint) -> None:

@@ -93,7 +93,7 @@ class SessionPaths:
             if state.streams >= state.max_streams:
                 raise _Refused(503, "Service Unavailable: too many open streams")
             owner.streaming = True
-            owner.events.told = self._told(principal)
+            self._tell_as(owner, principal)
             state.streams += 1
         try:
             start = self._directory.open_stream(owner, last_event_id)
@@ -137,10 +137,12 @@ class SessionPaths:
             found = None
         if found is None:
             raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
-        if self._auth is not None:
+        if self._auth is not None and found.events.told_for is not principal:
+            # Looked at without the lock: most requests carry the token the session's last one did,
+            # and taking the lock shared by every session on each of them made concurrent callers wait.
             with self._state.lock:
                 if not found.streaming:  # between streams, this token decides what waits for the next (`_told`)
-                    found.events.told = self._told(principal)
+                    self._tell_as(found, principal)
         return found
 
     def _release_get(self, owner: HttpSession) -> None:
@@ -149,6 +151,11 @@ class SessionPaths:
             self._state.streams -= 1
             self._stream_ended.notify_all()
         self._directory.stream_closed(owner)
+
+    def _tell_as(self, owner: HttpSession, principal: Principal | None) -> None:
+        """What `owner`'s GET stream is told is now decided by `principal`'s token (under the lock)."""
+        owner.events.told = self._told(principal)
+        owner.events.told_for = principal
 
     def _told(self, principal: Principal | None) -> Told | None:
         """Which resource updates a handshake-era session's GET stream opened with `principal`'s
