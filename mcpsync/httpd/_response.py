@@ -97,9 +97,13 @@ class Response:
 
     def __init__(self, writer: Writer, environ: dict[str, Any], keep_alive: bool) -> None:
         self._writer = writer
-        self._head_only = environ["REQUEST_METHOD"] == "HEAD"
+        self._method: str = environ["REQUEST_METHOD"]
+        self._head_only = self._method == "HEAD"
         self._http11 = environ["SERVER_PROTOCOL"] == "HTTP/1.1"
-        self._environ = environ  # for what the logs name the request by (`_what`)
+        # What the logs name the request by (`_what`). Not the environ itself: it holds this
+        # response's `respond_now`, and the cycle would keep every request's objects until a
+        # garbage collection rather than free them when the request ends.
+        self._path = environ.get("PATH_INFO", "")
         self.keep_alive = keep_alive
         self._status: str | None = None
         self._headers: list[tuple[str, str]] = []
@@ -112,7 +116,7 @@ class Response:
         self._sent = 0
 
     def _what(self) -> str:
-        return f"{self._environ['REQUEST_METHOD']} {self._environ.get('PATH_INFO', '')}"
+        return f"{self._method} {self._path}"
 
     def start_response(self, status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
         if exc_info is not None:

@@ -9,14 +9,14 @@ upstream child (`python -m mcpsync serve`, the demo); the collector is paused wh
 
 from __future__ import annotations
 
-import gc
 import sys
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
 from mcpsync import Server
 
+from .._garbage import our_garbage_after
 from .._timeouts import LONG
 from ..transport.pipes import PipeClient, modern
 
@@ -31,22 +31,6 @@ def gateway() -> Iterator[Server]:
     server.add_remote("up", [sys.executable, "-m", "mcpsync", "serve"], timeout=LONG)
     yield server
     server.close(timeout=LONG)
-
-
-def our_garbage_after(run: Any) -> list[str]:
-    """The mcpsync objects that only the collector could free after `run()`."""
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        run()
-        gc.collect()
-        kept = [type(o).__module__ + "." + type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("mcpsync")]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-    return kept
 
 
 @pytest.mark.parametrize("era", ["handshake", "2026-07-28"])
