@@ -23,7 +23,6 @@ while it is open, that they need no answer.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import logging
 import threading
@@ -81,28 +80,52 @@ class Final:
 
 
 class Channel:
-    """A bounded FIFO from any number of producers to one consumer, with deadlines everywhere."""
+    """A bounded FIFO from any number of producers to one consumer, with deadlines everywhere.
+
+    Light while nobody waits in it: a parked stream (a listen, a GET stream) is woken through
+    `on_ready` instead, and ten thousand of them are held at once. So the items are a list (a
+    queue rarely holds more than a few; a deque costs 600 bytes empty) and the condition that
+    threads wait on exists only while one does; without it, nothing needs notifying."""
 
     def __init__(self, capacity: int) -> None:
-        self._items: collections.deque[Any] = collections.deque()
+        self._items: list[Any] = []
         self._capacity = capacity
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond: threading.Condition | None = None
+        self._waiting = 0  # threads in `_wait`
         self._closed = False
         self._waiter: Callable[[], None] | None = None
+
+    def _wait(self, timeout: float) -> None:
+        """Under the lock: release it and wait at most `timeout` for a change. The last thread to
+        stop waiting drops the condition: a stream parked for hours keeps none."""
+        cond = self._cond
+        if cond is None:
+            cond = self._cond = threading.Condition(self._lock)
+        self._waiting += 1
+        try:
+            cond.wait(timeout)
+        finally:
+            self._waiting -= 1
+            if not self._waiting:
+                self._cond = None
+
+    def _changed(self) -> Callable[[], None] | None:
+        """Under the lock: wake the threads waiting, and hand back the consumer's `on_ready` wake-up."""
+        if self._cond is not None:
+            self._cond.notify_all()
+        waiter, self._waiter = self._waiter, None
+        return waiter
 
     def on_ready(self, wake: Callable[[], None]) -> bool:
         """Call `wake()` once, from the producing thread, when an item arrives or the channel
         closes (for a consumer that waits without a thread); False, registering nothing, when an
         item is there already or the channel is closed."""
-        with self._cond:
+        with self._lock:
             if self._items or self._closed:
                 return False
             self._waiter = wake
             return True
-
-    def _take_waiter(self) -> Callable[[], None] | None:
-        waiter, self._waiter = self._waiter, None
-        return waiter
 
     @property
     def closed(self) -> bool:
@@ -110,50 +133,49 @@ class Channel:
 
     def room(self) -> int:
         """How many more items fit before the capacity."""
-        with self._cond:
+        with self._lock:
             return max(0, self._capacity - len(self._items))
 
     def peek(self) -> Any:
         """The next item without taking it; TIMEOUT when there is none."""
-        with self._cond:
+        with self._lock:
             return self._items[0] if self._items else TIMEOUT
 
     def clear(self) -> int:
         """Drop what is queued (a resumed stream is refilled from its log); how many were dropped."""
-        with self._cond:
+        with self._lock:
             count = len(self._items)
             self._items.clear()
-            self._cond.notify_all()
+            if self._cond is not None:
+                self._cond.notify_all()
             return count
 
     def put(self, item: Any, *, wait: float = 0.0, force: bool = False) -> bool:
         """Queue `item`; with `force` even past the capacity. False if the channel is closed, or
         still full after `wait` seconds."""
         deadline = time.monotonic() + wait
-        with self._cond:
+        with self._lock:
             while not self._closed and not force and len(self._items) >= self._capacity:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._cond.wait(remaining)
+                self._wait(remaining)
             if self._closed:
                 return False
             self._items.append(item)
-            self._cond.notify_all()
-            waiter = self._take_waiter()
+            waiter = self._changed()
         if waiter is not None:
             waiter()
         return True
 
     def finish(self, item: Any) -> bool:
         """Queue a last item and close, in one step; False if already closed."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return False
             self._items.append(item)
             self._closed = True
-            self._cond.notify_all()
-            waiter = self._take_waiter()
+            waiter = self._changed()
         if waiter is not None:
             waiter()
         return True
@@ -161,28 +183,33 @@ class Channel:
     def get(self, timeout: float) -> Any:
         """The next item; TIMEOUT if none came within `timeout`; CLOSED once closed and drained."""
         deadline = time.monotonic() + max(0.0, timeout)
-        with self._cond:
+        with self._lock:
             while not self._items:
                 if self._closed:
                     return CLOSED
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return TIMEOUT
-                self._cond.wait(remaining)
-            item = self._items.popleft()
-            self._cond.notify_all()
+                self._wait(remaining)
+            item = self._items.pop(0)
+            if self._cond is not None:
+                self._cond.notify_all()
             return item
 
     def wait(self, timeout: float) -> None:
         """Until an item is there or the channel closes, at most `timeout` seconds; takes nothing."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._items or self._closed, max(0.0, timeout))
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            while not (self._items or self._closed):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._wait(remaining)
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
-            waiter = self._take_waiter()
+            waiter = self._changed()
         if waiter is not None:
             waiter()
 
