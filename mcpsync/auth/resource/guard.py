@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -128,7 +127,10 @@ class Auth:
                 resource,
                 list(audiences),
             )
-        self._unavailable = threading.Event()  # set while the verifier fails: warn once per streak
+        self._required = frozenset(self.required_scopes)
+        # True while the verifier fails: warn once per streak. A plain flag, read on every request:
+        # two threads that race on it log a line twice at worst.
+        self._failing = False
 
     def __repr__(self) -> str:
         return f"Auth({type(self.verifier).__name__}, resource={self.resource!r}, required_scopes={list(self.required_scopes)!r})"
@@ -138,7 +140,8 @@ class Auth:
         """The principal of this request's bearer token, or `AuthRefusal`. Reads no body.
         (`endpoint_path`: the endpoint's path below the app's mount point, for the challenge.)"""
         where = (environ, endpoint_path)
-        if _query_has_token(environ.get("QUERY_STRING", "")):
+        query = environ.get("QUERY_STRING")
+        if query and _query_has_token(query):
             raise self._refusal(400, "invalid_request", "access tokens are accepted only in the Authorization header", where)
         token = self._bearer_token(where)
         try:
@@ -146,12 +149,12 @@ class Auth:
         except InvalidToken as exc:
             raise self._refusal(401, "invalid_token", str(exc) or "the access token is not valid", where) from None
         except VerifierUnavailable as exc:
-            if not self._unavailable.is_set():
-                self._unavailable.set()
+            if not self._failing:
+                self._failing = True
                 log.warning("cannot check access tokens: %s; answering 503 until it can", exc)
             raise AuthRefusal(503, None, "Service Unavailable: access tokens cannot be checked now") from None
-        if self._unavailable.is_set():
-            self._unavailable.clear()
+        if self._failing:
+            self._failing = False
             log.warning("access tokens can be checked again")
         if principal is None:
             raise self._refusal(401, "invalid_token", "the access token is not valid", where)
@@ -161,9 +164,9 @@ class Auth:
             # No one in particular: every such token would share one identity (`Principal.key`),
             # so one holder could use another's session. Refused here, whichever verifier said it.
             raise self._refusal(401, "invalid_token", "the token names no subject and no client", where)
-        principal = self.widen(principal)
-        missing = [scope for scope in self.required_scopes if scope not in principal.scopes]
-        if missing:
+        if self._implied:
+            principal = self.widen(principal)
+        if not self._required <= principal.scopes:
             raise self.insufficient(*where, (), "this server needs the scope(s) " + " ".join(self.required_scopes))
         return principal
 
