@@ -39,3 +39,22 @@ def test_an_unknown_era_is_a_usage_error(bounded: Any) -> None:
 def test_an_unknown_transport_is_a_usage_error(bounded: Any) -> None:
     done = bounded([sys.executable, str(SCRIPT), "--transports", "sse"], timeout=60, env=base_env(), cwd=REPO_ROOT)
     assert done.returncode == 2 and "--transports takes stdio, http" in done.stderr, done.stderr
+
+
+PROTECTED = re.compile(r"^http\+auth handshake: ([\d,]+) instructions per tools/call \(20 calls, ")
+
+
+def test_auth_counts_a_protected_server_answering_the_token_it_was_given(bounded: Any) -> None:
+    """The counted server checks the JWT of every request (a refused token would end the run: its
+    calls would be answered 401), so the line is a protected request's cost."""
+    done = bounded([sys.executable, str(SCRIPT), "--auth", "--transports", "http", "--eras", "handshake", "--calls", "20"],
+                   timeout=PROCESS_LIMIT_S, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    found = [PROTECTED.match(line) for line in done.stdout.splitlines()]
+    counts = [int(match.group(1).replace(",", "")) for match in found if match]
+    assert len(counts) == 1 and 10_000 < counts[0] < 10_000_000, done.stdout
+
+
+def test_auth_over_stdio_is_a_usage_error(bounded: Any) -> None:
+    done = bounded([sys.executable, str(SCRIPT), "--auth"], timeout=60, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 2 and "--auth protects the HTTP server: give --transports http with it" in done.stderr, done.stderr
