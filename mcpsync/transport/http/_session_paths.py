@@ -137,9 +137,9 @@ class SessionPaths:
             found = None
         if found is None:
             raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
-        if self._auth is not None and found.events.told_for is not principal:
-            # Looked at without the lock: most requests carry the token the session's last one did,
-            # and taking the lock shared by every session on each of them made concurrent callers wait.
+        if self._auth is not None and found.events.told_scopes != (None if principal is None else principal.scopes):
+            # Looked at without the lock: most requests carry a token with the scopes of the session's
+            # last one, and taking the lock every session shares on each of them made callers queue.
             with self._state.lock:
                 if not found.streaming:  # between streams, this token decides what waits for the next (`_told`)
                     self._tell_as(found, principal)
@@ -155,7 +155,7 @@ class SessionPaths:
     def _tell_as(self, owner: HttpSession, principal: Principal | None) -> None:
         """What `owner`'s GET stream is told is now decided by `principal`'s token (under the lock)."""
         owner.events.told = self._told(principal)
-        owner.events.told_for = principal
+        owner.events.told_scopes = None if principal is None else principal.scopes
 
     def _told(self, principal: Principal | None) -> Told | None:
         """Which resource updates a handshake-era session's GET stream opened with `principal`'s
@@ -168,7 +168,9 @@ class SessionPaths:
         subscription may have been made through another one, and the store keeps the URIs alone.
         A subscription made with a narrower token than the stream's tells the stream what its
         own token may read anyway. Between streams, the token of the session's latest request
-        decides which updates are kept for the next stream; that stream checks them again."""
+        decides which updates are kept for the next stream; that stream checks them again.
+        It reads nothing of the token but its scopes: `session_of` makes it again only when they
+        change (`told_scopes`)."""
         if principal is None:
             return None
         catalog, required = self._engine.catalog, required_scopes(self._auth)

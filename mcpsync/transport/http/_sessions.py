@@ -125,10 +125,10 @@ class GetStreamEvents(Channel):
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity)
         self.told: Told | None = None
-        self.told_for: object = None
-        """The principal `told` was made for: a request with the same token (a verifier hands back
-        the `Principal` it cached for it) need not make it again. A refreshed token of the same
-        caller is another `Principal`, judged afresh."""
+        self.told_scopes: frozenset[str] | None = None
+        """The scopes of the token `told` was made for (None: no token). `told` reads nothing else
+        of it, so a request whose token has the same scopes (the same token, nearly always) need
+        not make it again; a token with other scopes, the same caller's included, is judged afresh."""
 
     def get(self, timeout: float) -> Any:
         deadline = time.monotonic() + max(0.0, timeout)
