@@ -166,6 +166,16 @@ def test_a_replica_whose_store_is_away_leaves_the_rotation_unseen_and_comes_back
             break
         assert time.monotonic() < deadline, balancer.access_log()
         time.sleep(0.2)  # a poll's pace (no session is made by it): nginx's window is what is awaited
-    after = [_initialize(balancer) for _ in range(4)]  # round-robin over both again, sessions made on each
-    assert {answer.status for answer in after} == {200}
-    assert {tuple(answer.upstreams) for answer in after} == {(partitioned.address,), (steady.address,)}, after
+    # Sessions are made on it again. Not necessarily at the first try: the instance runs two
+    # processes, and one that served nothing during the cut still holds pooled connections made
+    # before it, which stay dead across a partition (it learns so on its first store call, one
+    # socket_timeout later, answering 503, which nginx sends on to the other instance, taking this
+    # one out for FAIL_TIMEOUT once more). Whatever the order, no client sees a failure.
+    after: list[Answer] = []
+    deadline = time.monotonic() + 2 * FAIL_TIMEOUT + LONG
+    while not any(answer.upstreams == [partitioned.address] for answer in after):
+        assert time.monotonic() < deadline, after
+        after.append(_initialize(balancer))
+        assert after[-1].status == 200, after
+        if after[-1].upstreams != [partitioned.address]:
+            time.sleep(0.2)  # a poll's pace, as above: nginx's window is what is awaited
