@@ -49,8 +49,10 @@ timeout (`socket_timeout` bounds every connect, send and read) is raised as `Sto
 naming Redis by host:port/db only (the URL may hold a password). A connection error or timeout also
 drops the pool's idle connections: the pool itself notices a connection Redis closed when it hands it
 out, but not one whose peer vanished without closing it (a partition, a host gone), and each of those
-would fail once more, a socket_timeout later, after Redis is back. A script cache emptied by a Redis
-restart is refilled by redis-py on the NOSCRIPT error (two more round trips, once).
+would fail once more, a socket_timeout later, after Redis is back. A call still running when the
+store is closed raises `StoreUnavailable` too, whatever redis-py raised for the connection closed
+under it. A script cache emptied by a Redis restart is refilled by redis-py on the NOSCRIPT error
+(two more round trips, once).
 
 Needs Redis 6.2 or later (exclusive XRANGE starts). Not for Redis Cluster: the scripts touch session
 keys they derive from the sets (a fresh session to evict, the live ids to list), which Cluster only
@@ -390,6 +392,13 @@ class RedisStore:
                 except self._errors:
                     pass
             raise StoreUnavailable(f"Redis at {self.address} did not answer ({type(exc).__name__})") from exc
+        except Exception as exc:
+            # Closed while the call ran (a metrics reader's PING at shutdown): redis-py's pool
+            # disconnects the connection under it, and it fails in its own ways (an AttributeError
+            # from a reader whose buffer is gone). The call lost the race with close(), nothing more.
+            if self._closed:
+                raise StoreUnavailable(f"the store for Redis at {self.address} is closed") from exc
+            raise
 
     # -- sessions --------------------------------------------------------------------------------
     def create_session(

@@ -218,6 +218,10 @@ class RedisTaskStore:
                 with contextlib.suppress(*self._errors):
                     self._client.connection_pool.disconnect(inuse_connections=False)
             raise StoreUnavailable(f"Redis at {self.address} did not answer ({type(exc).__name__})") from exc
+        except Exception as exc:
+            if self._closed:  # lost the race with close(): redis-py fails its own ways then (see RedisStore)
+                raise StoreUnavailable(f"the task store for Redis at {self.address} is closed") from exc
+            raise
 
     def create_task(self, record: TaskRecord, *, cap: int, owner_cap: int) -> Creation:
         """See `TaskStore.create_task`. One script: prune the sets, count, then write the record,
