@@ -110,10 +110,14 @@ class Channel:
             if not self._waiting:
                 self._cond = None
 
-    def _changed(self) -> Callable[[], None] | None:
-        """Under the lock: wake the threads waiting, and hand back the consumer's `on_ready` wake-up."""
+    def _notify(self) -> None:
+        """Under the lock: wake the threads waiting, if any."""
         if self._cond is not None:
             self._cond.notify_all()
+
+    def _changed(self) -> Callable[[], None] | None:
+        """Under the lock: wake the threads waiting, and hand back the consumer's `on_ready` wake-up."""
+        self._notify()
         waiter, self._waiter = self._waiter, None
         return waiter
 
@@ -146,8 +150,7 @@ class Channel:
         with self._lock:
             count = len(self._items)
             self._items.clear()
-            if self._cond is not None:
-                self._cond.notify_all()
+            self._notify()
             return count
 
     def put(self, item: Any, *, wait: float = 0.0, force: bool = False) -> bool:
@@ -192,8 +195,7 @@ class Channel:
                     return TIMEOUT
                 self._wait(remaining)
             item = self._items.pop(0)
-            if self._cond is not None:
-                self._cond.notify_all()
+            self._notify()
             return item
 
     def wait(self, timeout: float) -> None:
