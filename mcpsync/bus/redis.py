@@ -54,15 +54,18 @@ host:port/db.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import selectors
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+from .store import StoreUnavailable
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -70,7 +73,7 @@ if TYPE_CHECKING:
 
     from . import Handler
 
-__all__ = ["RedisBus"]
+__all__ = ["RedisBus", "StoreClient"]
 
 log = logging.getLogger("mcpsync")
 
@@ -145,6 +148,55 @@ def redis_client(url: str, socket_timeout: float, what: str) -> tuple[Redis, Any
         health_check_interval=HEALTH_CHECK_INTERVAL,
     )
     return client, redis
+
+
+class StoreClient:
+    """A Redis store's client (`RedisStore`, `RedisTaskStore`) and what every call through it
+    shares: the errors redis-py raises turned into `StoreUnavailable`, naming host:port/db and
+    never the URL, and a close after which no call opens a connection again.
+
+    Why one object: both stores answer an outage the same way, down to the race with `close()`,
+    and a fix made in one of them and not the other is a bug found later.
+    """
+
+    def __init__(self, url: str, socket_timeout: float, what: str) -> None:
+        self.address = redis_address(url)
+        self.client, redis = redis_client(url, socket_timeout, what)
+        self._what = what
+        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._connection_errors: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+        self._closed = False
+
+    @contextlib.contextmanager
+    def reaching(self) -> Iterator[None]:
+        """Turn what redis-py raises inside into `StoreUnavailable`. A connection error drops the
+        pool's idle connections too, which may all be dead (a restarted Redis, a partition)."""
+        if self._closed:
+            raise StoreUnavailable(f"the {self._what} for Redis at {self.address} is closed")
+        try:
+            yield
+        except self._errors as exc:
+            if isinstance(exc, self._connection_errors):
+                with contextlib.suppress(*self._errors):
+                    self.client.connection_pool.disconnect(inuse_connections=False)
+            raise StoreUnavailable(f"Redis at {self.address} did not answer ({type(exc).__name__})") from exc
+        except Exception as exc:
+            # Closed while the call ran (a metrics reader's PING at shutdown): redis-py's pool
+            # disconnects the connection under it, and it fails in its own ways (an AttributeError
+            # from a reader whose buffer is gone). The call lost the race with close(), nothing more.
+            # While the store is open such an error is a bug, and goes on as itself.
+            if self._closed:
+                raise StoreUnavailable(f"the {self._what} for Redis at {self.address} is closed") from exc
+            raise
+
+    def close(self) -> None:
+        """Disconnect every pooled connection; idempotent. Later calls raise `StoreUnavailable`
+        rather than quietly opening new connections the owner believes released."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(*self._errors):
+            self.client.close()
 
 
 class RedisBus:

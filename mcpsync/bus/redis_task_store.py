@@ -33,16 +33,14 @@ A record evicted under `maxmemory` (its key gone before its score passed) is men
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..tasks.record import TERMINAL, TaskRecord
-from .redis import DEFAULT_SOCKET_TIMEOUT, redis_address, redis_client
-from .store import Creation, StoreUnavailable
+from .redis import DEFAULT_SOCKET_TIMEOUT, StoreClient
+from .store import Creation
 
 if TYPE_CHECKING:
     from redis.commands.core import Script
@@ -184,13 +182,11 @@ class RedisTaskStore:
     def __init__(self, url: str, *, namespace: str = DEFAULT_NAMESPACE, socket_timeout: float = DEFAULT_SOCKET_TIMEOUT) -> None:
         if socket_timeout <= 0:
             raise ValueError("socket_timeout must be positive")
-        self.address = redis_address(url)
-        self._client, redis = redis_client(url, socket_timeout, "task store")
-        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
-        self._connection_errors: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+        self._redis = StoreClient(url, socket_timeout, "task store")
+        self.address = self._redis.address
+        self._client = self._redis.client
         self._ns = namespace
         self._expiry = f"{namespace}tasks:expiry"
-        self._closed = False
         # register_script only hashes the text here; each is sent to Redis on its first NOSCRIPT
         self._create: Script = self._client.register_script(_CREATE)
         self._save: Script = self._client.register_script(_SAVE)
@@ -204,30 +200,11 @@ class RedisTaskStore:
         named = json.dumps(owner)
         return [f"{self._ns}tasks:owner:{named}", f"{self._ns}tasks:order:{named}"]
 
-    @contextlib.contextmanager
-    def _reaching(self) -> Iterator[None]:
-        """Turn what redis-py raises into `StoreUnavailable` naming host:port/db, never the URL (as
-        `RedisStore` does, pool included: a connection error drops the idle connections, which
-        may all be dead)."""
-        if self._closed:
-            raise StoreUnavailable(f"the task store for Redis at {self.address} is closed")
-        try:
-            yield
-        except self._errors as exc:
-            if isinstance(exc, self._connection_errors):
-                with contextlib.suppress(*self._errors):
-                    self._client.connection_pool.disconnect(inuse_connections=False)
-            raise StoreUnavailable(f"Redis at {self.address} did not answer ({type(exc).__name__})") from exc
-        except Exception as exc:
-            if self._closed:  # lost the race with close(): redis-py fails its own ways then (see RedisStore)
-                raise StoreUnavailable(f"the task store for Redis at {self.address} is closed") from exc
-            raise
-
     def create_task(self, record: TaskRecord, *, cap: int, owner_cap: int) -> Creation:
         """See `TaskStore.create_task`. One script: prune the sets, count, then write the record,
         its expiry and its place in the three sets."""
         expiry = "" if record.ttl_ms is None else str(math.ceil(record.created_at * 1000 + record.ttl_ms))
-        with self._reaching():
+        with self._redis.reaching():
             created = self._create(
                 keys=[self._task(record.task_id), self._expiry, *self._owner_sets(record.owner), f"{self._ns}tasks:seq"],
                 args=[record.task_id, json.dumps(record.to_json()), expiry, cap, owner_cap],
@@ -236,7 +213,7 @@ class RedisTaskStore:
 
     def load_task(self, task_id: str) -> TaskRecord | None:
         """See `TaskStore.load_task`. A GET: an expired record is gone with its key."""
-        with self._reaching():
+        with self._redis.reaching():
             raw = self._client.get(self._task(task_id))
         return None if raw is None else _record(raw)
 
@@ -244,7 +221,7 @@ class RedisTaskStore:
         """See `TaskStore.save_task`. One script: the stored record's status checked and the new one
         written (with the stored expiry) in one step, so a cancel on another replica is never
         overwritten by this one's late progress or result."""
-        with self._reaching():
+        with self._redis.reaching():
             kept = self._save(keys=[self._task(record.task_id)], args=[json.dumps(record.to_json()), *sorted(TERMINAL)])
         if isinstance(kept, bytes):
             return _record(kept) or record
@@ -256,7 +233,7 @@ class RedisTaskStore:
         next page exists)."""
         if after == "":
             raise LookupError(after)  # no task has an empty id (and the script reads '' as no cursor)
-        with self._reaching():
+        with self._redis.reaching():
             found = self._list(keys=[*self._owner_sets(owner), self._expiry], args=[self._ns, after or "", max(0, limit) + 1])
         if found is None:
             raise LookupError(after)
@@ -267,11 +244,7 @@ class RedisTaskStore:
     def close(self) -> None:
         """Disconnect every pooled connection; idempotent. Later calls raise `StoreUnavailable`
         rather than quietly opening new connections the owner believes released."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(*self._errors):
-            self._client.close()
+        self._redis.close()
 
     def __enter__(self) -> RedisTaskStore:
         return self

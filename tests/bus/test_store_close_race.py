@@ -48,7 +48,7 @@ def test_a_task_store_call_running_when_it_closes_is_store_unavailable(redis_ser
     store = RedisTaskStore(redis_server.url, namespace=namespace)
     try:
         close_midway_and_fail(store)
-        with pytest.raises(StoreUnavailable, match="is closed"), store._reaching():
+        with pytest.raises(StoreUnavailable, match="is closed"), store._redis.reaching():
             store._client.ping()
     finally:
         store.close()
