@@ -51,6 +51,20 @@ def missing_dependencies() -> str | None:
     return None
 
 
+class MissingDependencies(Exception):
+    """PyJWT or cryptography is not installed in the interpreter the bench runs on."""
+
+
+def start() -> Authority:
+    """A started `Authority`, or `MissingDependencies` saying what is missing and how to run the
+    bench instead (the message both benches print)."""
+    problem = missing_dependencies()
+    if problem is not None:
+        raise MissingDependencies(f"--auth needs PyJWT and cryptography ({problem}): run it with .venv/bin/python "
+                                  "(pip install -e '.[test]' or '.[auth]')")
+    return Authority()
+
+
 class Authority:
     """One signing key, its JWKS served on loopback, and tokens minted with it. `close()` stops the server."""
 
