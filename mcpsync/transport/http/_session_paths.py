@@ -137,7 +137,7 @@ class SessionPaths:
             found = None
         if found is None:
             raise _Refused(404, "Session not found: it expired or was ended; initialize again", request_id)
-        if self._auth is not None and found.events.told_scopes != (None if principal is None else principal.scopes):
+        if self._auth is not None and found.events.told_scopes != _scopes_of(principal):
             # Looked at without the lock: most requests carry a token with the scopes of the session's
             # last one, and taking the lock every session shares on each of them made callers queue.
             with self._state.lock:
@@ -155,7 +155,7 @@ class SessionPaths:
     def _tell_as(self, owner: HttpSession, principal: Principal | None) -> None:
         """What `owner`'s GET stream is told is now decided by `principal`'s token (under the lock)."""
         owner.events.told = self._told(principal)
-        owner.events.told_scopes = None if principal is None else principal.scopes
+        owner.events.told_scopes = _scopes_of(principal)
 
     def _told(self, principal: Principal | None) -> Told | None:
         """Which resource updates a handshake-era session's GET stream opened with `principal`'s
@@ -175,3 +175,8 @@ class SessionPaths:
             return None
         catalog, required = self._engine.catalog, required_scopes(self._auth)
         return lambda uri: may_be_told(principal, update_scopes(catalog, uri), required)
+
+
+def _scopes_of(principal: Principal | None) -> frozenset[str] | None:
+    """What a session's filter of told updates is made from: the token's scopes (None: no `Auth`)."""
+    return None if principal is None else principal.scopes
