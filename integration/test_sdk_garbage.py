@@ -4,11 +4,12 @@ mcpsync's HTTP server.
 `tests/transport/test_request_garbage.py` proves it for calls made with `http.client`; a real
 client does more on the same connection: a GET stream beside its POSTs (the handshake era), a
 `subscriptions/listen` stream (2026-07-28), a call that streams its progress, a header mirrored
-from an argument, a catalog change told to a listener, a DELETE at the end. Each request's objects
-must be freed by reference counting when it ends, or a busy server runs the collector over them on
-the hot path, and an application that pauses the collector (`gc.disable()`, `gc.freeze()`) leaks
-them. The server runs in this process, so its leftovers can be counted; the SDK client (the peers
-venv's `mcp`, integration/sdk_http_driver.py) runs in its own.
+from an argument, a catalog change told to a listener, and (handshake era) a DELETE at the end.
+Each request's objects must be freed by reference counting when it ends, or a busy server runs
+the collector over them on the hot path, and an application that pauses the collector
+(`gc.disable()`, `gc.freeze()`) leaks them. The server runs in this process, so its leftovers can
+be counted; the SDK client (the peers venv's `mcp`, integration/sdk_http_driver.py) runs in its
+own.
 """
 
 from __future__ import annotations
