@@ -158,19 +158,23 @@ def test_a_replica_whose_store_is_away_leaves_the_rotation_unseen_and_comes_back
     deadline = time.monotonic() + LONG
     while partitioned.readiness()[0] != 200:  # the first PING may still meet a connection made before
         assert time.monotonic() < deadline, partitioned.log()
-    deadline = time.monotonic() + FAIL_TIMEOUT + LONG
-    while True:  # nginx tries it again once FAIL_TIMEOUT has passed, and it answers: back in rotation
+    # nginx tries it again once FAIL_TIMEOUT has passed, and it answers: back in rotation. Not
+    # necessarily at the first try: the instance runs two processes, and one that served nothing
+    # during the cut still holds pooled connections made before it, which stay dead across a
+    # partition. It learns so on its first store call (a probe's PING as well as a session's),
+    # one socket_timeout later, answering 503, which nginx sends on to the other instance, taking
+    # this one out for FAIL_TIMEOUT once more. Each process does so at most once, and the readiness
+    # wait above has woken at least one of the two, so each loop below waits at most two windows. Whatever
+    # the order, no client sees a failure.
+    deadline = time.monotonic() + 2 * FAIL_TIMEOUT + LONG
+    while True:
         status, upstreams = _probe_through(balancer)
         assert status == 200, (status, upstreams)
         if upstreams == [partitioned.address]:
             break
         assert time.monotonic() < deadline, balancer.access_log()
         time.sleep(0.2)  # a poll's pace (no session is made by it): nginx's window is what is awaited
-    # Sessions are made on it again. Not necessarily at the first try: the instance runs two
-    # processes, and one that served nothing during the cut still holds pooled connections made
-    # before it, which stay dead across a partition (it learns so on its first store call, one
-    # socket_timeout later, answering 503, which nginx sends on to the other instance, taking this
-    # one out for FAIL_TIMEOUT once more). Whatever the order, no client sees a failure.
+    # Sessions are made on it again, once its other process has had its one 503, if it had not yet.
     after: list[Answer] = []
     deadline = time.monotonic() + 2 * FAIL_TIMEOUT + LONG
     while not any(answer.upstreams == [partitioned.address] for answer in after):
