@@ -49,6 +49,9 @@ connect that followed a failure: a lost connection, or a first attempt that fail
 The thread is a daemon, so a bus never closed cannot hold the interpreter at exit; `close()` joins
 it within its timeout. Payloads are never logged, nor the URL (it may hold a password): only
 host:port/db.
+
+The stores beside the bus (`RedisStore`, `RedisTaskStore`) make their client with the same settings
+(`redis_client`) and call Redis through a `StoreClient`, which says once how their calls fail.
 """
 
 from __future__ import annotations
