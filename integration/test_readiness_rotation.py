@@ -27,7 +27,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -120,8 +120,7 @@ def _initialize(balancer: PassiveBalancer) -> Answer:
     body = response.read()
     ended = time.monotonic()
     assert response.status != 200 or response.getheader("Mcp-Session-Id"), body
-    upstreams = [address.strip() for address in (response.getheader("X-Upstream") or "").split(",")]
-    return Answer(response.status, upstreams, began, ended)
+    return Answer(response.status, _tried(response), began, ended)
 
 
 def _probe_through(balancer: PassiveBalancer) -> tuple[int, list[str]]:
@@ -131,9 +130,27 @@ def _probe_through(balancer: PassiveBalancer) -> tuple[int, list[str]]:
         connection.request("GET", "/readyz")
         response = connection.getresponse()
         response.read()
-        return response.status, [address.strip() for address in (response.getheader("X-Upstream") or "").split(",")]
+        return response.status, _tried(response)
     finally:
         connection.close()
+
+
+def _tried(response: http.client.HTTPResponse) -> list[str]:
+    """The instances nginx tried for `response`, in order (the balancer's X-Upstream header)."""
+    return [address.strip() for address in (response.getheader("X-Upstream") or "").split(",")]
+
+
+def _until_served_alone_by(address: str, ask: Callable[[], tuple[int, list[str]]], balancer: PassiveBalancer) -> None:
+    """`ask()` through the balancer (its status, the instances nginx tried) until `address` alone
+    answers, every answer a 200, within two fail windows (why two: the test, after the heal)."""
+    deadline = time.monotonic() + 2 * FAIL_TIMEOUT + LONG
+    while True:
+        status, upstreams = ask()
+        assert status == 200, (status, upstreams)
+        if upstreams == [address]:
+            return
+        assert time.monotonic() < deadline, balancer.access_log()
+        time.sleep(0.2)  # a poll's pace: nginx's window is what is awaited
 
 
 def test_a_replica_whose_store_is_away_leaves_the_rotation_unseen_and_comes_back(rotation: Rotation) -> None:
@@ -163,23 +180,9 @@ def test_a_replica_whose_store_is_away_leaves_the_rotation_unseen_and_comes_back
     # during the cut still holds pooled connections made before it, which stay dead across a
     # partition. It learns so on its first store call (a probe's PING as well as a session's),
     # one socket_timeout later, answering 503, which nginx sends on to the other instance, taking
-    # this one out for FAIL_TIMEOUT once more. Each process does so at most once, and the readiness
-    # wait above has woken at least one of the two, so each loop below waits at most two windows. Whatever
-    # the order, no client sees a failure.
-    deadline = time.monotonic() + 2 * FAIL_TIMEOUT + LONG
-    while True:
-        status, upstreams = _probe_through(balancer)
-        assert status == 200, (status, upstreams)
-        if upstreams == [partitioned.address]:
-            break
-        assert time.monotonic() < deadline, balancer.access_log()
-        time.sleep(0.2)  # a poll's pace (no session is made by it): nginx's window is what is awaited
+    # this one out for FAIL_TIMEOUT once more. Each process does so at most once, and the
+    # readiness wait above has woken at least one of the two, so each wait below lasts at most
+    # two windows. Whatever the order, no client sees a failure.
+    _until_served_alone_by(partitioned.address, lambda: _probe_through(balancer), balancer)
     # Sessions are made on it again, once its other process has had its one 503, if it had not yet.
-    after: list[Answer] = []
-    deadline = time.monotonic() + 2 * FAIL_TIMEOUT + LONG
-    while not any(answer.upstreams == [partitioned.address] for answer in after):
-        assert time.monotonic() < deadline, after
-        after.append(_initialize(balancer))
-        assert after[-1].status == 200, after
-        if after[-1].upstreams != [partitioned.address]:
-            time.sleep(0.2)  # a poll's pace, as above: nginx's window is what is awaited
+    _until_served_alone_by(partitioned.address, lambda: _initialize(balancer)[:2], balancer)
