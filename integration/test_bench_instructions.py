@@ -58,3 +58,35 @@ def test_auth_counts_a_protected_server_answering_the_token_it_was_given(bounded
 def test_auth_over_stdio_is_a_usage_error(bounded: Any) -> None:
     done = bounded([sys.executable, str(SCRIPT), "--auth"], timeout=60, env=base_env(), cwd=REPO_ROOT)
     assert done.returncode == 2 and "--auth protects the HTTP server: give --transports http with it" in done.stderr, done.stderr
+
+
+LAYER = re.compile(r"^http (floor|server) handshake: ([\d,]+) instructions per tools/call \(20 calls, ")
+WHOLE = re.compile(r"^http handshake: ([\d,]+) instructions per tools/call \(20 calls, ")
+SPLIT = re.compile(r"^http handshake by layer: the floor ([\d,]+) \(\d+%\), mcpsync's HTTP server \+([\d,]+) \(\d+%\), "
+                   r"the MCP endpoint and engine \+([\d,]+) \(\d+%\)$")
+
+
+def test_layers_count_the_floor_and_the_http_server_below_the_whole_request(bounded: Any) -> None:
+    """Each layer is a real server answering every call under callgrind (one that failed would end
+    the run); each adds to the one below it, and the split adds up to the whole request's count."""
+    done = bounded([sys.executable, str(SCRIPT), "--layers", "--transports", "http", "--eras", "handshake", "--calls", "20"],
+                   timeout=PROCESS_LIMIT_S, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    layers = {match.group(1): int(match.group(2).replace(",", "")) for match in map(LAYER.match, lines) if match}
+    wholes = [match for match in map(WHOLE.match, lines) if match]
+    splits = [match for match in map(SPLIT.match, lines) if match]
+    assert set(layers) == {"floor", "server"} and len(wholes) == 1 and len(splits) == 1, done.stdout
+    whole = int(wholes[0].group(1).replace(",", ""))
+    assert 10_000 < layers["floor"] < layers["server"] < whole, done.stdout
+    floor, server_adds, mcp_adds = (int(splits[0].group(n).replace(",", "")) for n in (1, 2, 3))
+    assert (floor, floor + server_adds, floor + server_adds + mcp_adds) == (layers["floor"], layers["server"], whole), done.stdout
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    (["--layers", "--transports", "stdio"], "--layers splits an HTTP request: give http in --transports"),
+    (["--layers", "--auth", "--transports", "http"], "--layers counts unprotected servers: give it without --auth"),
+])
+def test_layers_with_what_it_cannot_split_is_a_usage_error(bounded: Any, arguments: list[str], said: str) -> None:
+    done = bounded([sys.executable, str(SCRIPT), *arguments], timeout=60, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
