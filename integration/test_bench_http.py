@@ -90,6 +90,20 @@ def test_a_quick_run_reports_every_cell_with_every_request_good(bounded: Any, tm
         assert run["wrk_threads"] == (1 if run["concurrency"] == 1 else 2), run
 
 
+def test_the_http_server_alone_answers_every_request_of_both_eras(bounded: Any) -> None:
+    """`httpd` (mcpsync's HTTP server with a few-line WSGI application) runs only when named, and
+    passes the same checks as the others: every answer 200 with the echoed text, in both eras (the
+    handshake era's session made and deleted)."""
+    args = [sys.executable, str(BENCH), *QUICK, "--servers", "httpd"]
+    done = bounded(args, timeout=PROCESS_LIMIT_S, env=base_env(), cwd=REPO_ROOT)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    rows = table_rows(done.stdout)
+    assert [row[:3] for row in rows if row[0] == "httpd"] == [["httpd", era, str(c)] for era, c in CELLS], done.stdout
+    for row in rows:
+        if row[0] == "httpd":
+            assert row[6] == "0" and "n/a" not in row, row
+
+
 def test_one_failed_call_in_fifty_fails_the_run(bounded: Any, tmp_path: Path) -> None:
     app = tmp_path / "flaky_app.py"
     app.write_text(FLAKY_APP)
