@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """mcpsync's HTTP server with no MCP behind it: `WsgiServer` serving a WSGI application that answers
-as the floor does, for scripts/bench-instructions --layers.
+as the floor does, for scripts/bench-instructions --layers and scripts/bench-http's `httpd`.
 
     python scripts/peers/wsgi_http_server.py [--host 127.0.0.1] [--port 0]
 
